@@ -1,0 +1,42 @@
+/* core/epstore.h: the endpoint cache keyed by (local device, peer NIC path).
+ * Owner: epstore.c.  Bounded capacity with SIEVE eviction (FIFO selectable).
+ * Entries are reference counted: an evicted or removed endpoint is closed
+ * (close callback) only when its last user releases it.  Thread-safe. */
+#ifndef TERN_CORE_EPSTORE_H
+#define TERN_CORE_EPSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tern_epstore tern_epstore;
+typedef struct tern_ep_ref tern_ep_ref;   /* a held reference */
+
+typedef void (*tern_ep_close_fn)(void *arg, void *ep);
+
+tern_epstore *tern_epstore_create(size_t capacity, int policy /* TERN_EVICT_* */,
+                                  tern_ep_close_fn close_fn, void *arg);
+/* Closes every endpoint (waits for none: call when no slice is in flight). */
+void tern_epstore_destroy(tern_epstore *s);
+
+/* Key: "<local device>|<peer nic path>" built by tern_epstore_key(). */
+void tern_epstore_key(char *out, size_t outlen, const char *local_dev,
+                      const char *peer_nic_path);
+
+/* Find and hold; NULL if absent.  *ep receives the endpoint. */
+tern_ep_ref *tern_epstore_get(tern_epstore *s, const char *key, void **ep);
+/* Insert and hold.  If the key is already present, the new ep is NOT
+ * inserted (the caller closes it) and the existing one is held and returned
+ * in *ep with TERN_ERR_EXISTS. */
+int tern_epstore_insert(tern_epstore *s, const char *key, void *ep_in, void **ep,
+                        tern_ep_ref **ref);
+void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref);
+/* Drop the key (e.g. after an endpoint failed); closed when unreferenced. */
+void tern_epstore_remove(tern_epstore *s, const char *key);
+
+typedef struct tern_epstore_stats {
+    uint64_t hits, misses, evictions, closes;
+    size_t size, capacity;
+} tern_epstore_stats;
+void tern_epstore_stats_get(tern_epstore *s, tern_epstore_stats *out);
+
+#endif

@@ -1,0 +1,67 @@
+/* core/handshake.h: the control-plane wire protocol and daemon.
+ * Owner: handshake.c.  Frame (both directions):
+ *   u64 length (little-endian; counts the type byte plus the JSON bytes)
+ *   u8  type   (0 Connection, 1 Metadata, 2 Notify, 3 Probe)
+ *   JSON       length-1 bytes
+ * Old protocol: a first payload byte > 3 means no type byte; all JSON,
+ * treated as Connection.  Lengths over max_frame are refused before any
+ * allocation.  The daemon serves connections concurrently. */
+#ifndef TERN_CORE_HANDSHAKE_H
+#define TERN_CORE_HANDSHAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    TERN_HS_CONNECTION = 0,
+    TERN_HS_METADATA = 1,
+    TERN_HS_NOTIFY = 2,
+    TERN_HS_PROBE = 3,
+};
+
+#define TERN_HS_DEFAULT_PORT 12001
+#define TERN_HS_DEFAULT_MAX_FRAME (1u << 20)
+
+/* ---- pure codec (fuzzed) ---- */
+/* Encode a frame into a malloc()ed buffer. */
+int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out,
+                         size_t *outlen);
+/* Check the 8-byte header; writes the payload length.  TERN_ERR_PROTOCOL
+ * when 0 or above max_frame. */
+int tern_hs_frame_header(const uint8_t hdr[8], uint64_t max_frame, uint64_t *len);
+/* Split a payload into type and JSON (old protocol -> Connection). */
+int tern_hs_frame_payload(const uint8_t *payload, size_t len, int *type,
+                          const char **json, size_t *jsonlen, char *err, size_t errlen);
+
+/* ---- daemon ---- */
+/* Handle one request; *reply is malloc()ed JSON (may be NULL for none). */
+typedef int (*tern_hs_handler)(void *arg, int type, const char *json, size_t len,
+                               char **reply, size_t *replylen);
+
+typedef struct tern_hs_server tern_hs_server;
+typedef struct tern_hs_options {
+    const char *bind_host;     /* "127.0.0.1", "::1", "0.0.0.0" */
+    uint16_t port;             /* 0: ephemeral */
+    uint64_t max_frame;
+    int io_timeout_ms;
+    int max_connections;       /* concurrent clients kept (default 1024) */
+    tern_hs_handler handler;
+    void *arg;
+} tern_hs_options;
+
+int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out,
+                         char *err, size_t errlen);
+uint16_t tern_hs_server_port(const tern_hs_server *s);
+void tern_hs_server_stop(tern_hs_server *s);
+
+/* ---- client ---- */
+/* Send one frame to "host:port" (getaddrinfo, every address tried) and read
+ * the reply (*reply malloc()ed, NUL-terminated). */
+int tern_hs_request(const char *server_name, int type, const char *json, size_t len,
+                    char **reply, size_t *replylen, uint64_t max_frame,
+                    int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen);
+
+/* Split "host:port" / "[v6]:port"; port 0 if missing. */
+int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port);
+
+#endif

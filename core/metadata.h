@@ -1,0 +1,29 @@
+/* core/metadata.h: where segment descriptors are published and fetched.
+ * Owner: metadata.c.  Backends by URI: "p2p" (built in: publish keeps the
+ * descriptor for our daemon's Metadata replies, fetch asks the peer's
+ * daemon), or a plugin libtern-meta-<scheme>.so (include/tern/metastore.h)
+ * under keys "tern/<cluster-id>/segments/<segment-name>". */
+#ifndef TERN_CORE_METADATA_H
+#define TERN_CORE_METADATA_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+typedef struct tern_metadata tern_metadata;
+
+int tern_metadata_open(const tern_config *cfg, tern_metadata **out, char *err, size_t errlen);
+void tern_metadata_close(tern_metadata *md);
+const char *tern_metadata_backend(const tern_metadata *md); /* "p2p", "redis", ... */
+
+/* Publish (replace) our descriptor. */
+int tern_metadata_publish(tern_metadata *md, const char *segment, const char *json,
+                          char *err, size_t errlen);
+/* Fetch a peer's descriptor (*json malloc()ed).  TERN_ERR_NOT_FOUND if none. */
+int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json,
+                        char *err, size_t errlen);
+int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, size_t errlen);
+/* p2p: the descriptor our daemon serves (copy, malloc()ed), NULL if none. */
+char *tern_metadata_local_json(tern_metadata *md);
+
+#endif

@@ -1,0 +1,65 @@
+/* core/topology.h: NUMA-aware device choice (SPEC.md section 3).
+ * Owner: topology.c.  A matrix maps a location ("cpu:0") to two ordered
+ * lists of device names: preferred (same NUMA node) and available (the
+ * rest), plus the wildcard "*" (all devices).  JSON form:
+ *   {"cpu:0": [["mlx5_0","mlx5_1"], ["mlx5_2"]], "*": [[...], []]} */
+#ifndef TERN_CORE_TOPOLOGY_H
+#define TERN_CORE_TOPOLOGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/transport.h"
+
+typedef struct tern_topology tern_topology;
+
+/* Discover from sysfs: NUMA nodes under <root>/devices/system/node, each
+ * device's numa_node under <root>/<sysfs_path>/numa_node (-1: unknown ->
+ * available everywhere).  allow (NULL or empty = all) filters device names.
+ * Device indices follow devs[] order (after filtering, indices still refer
+ * to devs[]). */
+int tern_topology_discover(const char *sysfs_root, const tern_device_info *devs, int ndev,
+                           const char *const *allow, size_t nallow, int policy,
+                           tern_topology **out, char *err, size_t errlen);
+/* From a JSON matrix (file contents or a descriptor's priority_matrix);
+ * device indices follow devs[] order by name (NULL devs: order of first
+ * appearance in the JSON). */
+int tern_topology_from_json(const char *json, const tern_device_info *devs, int ndev,
+                            int policy, tern_topology **out, char *err, size_t errlen);
+char *tern_topology_to_json(const tern_topology *t);          /* malloc()ed */
+void tern_topology_free(tern_topology *t);
+
+int tern_topology_device_count(const tern_topology *t);
+const char *tern_topology_device_name(const tern_topology *t, int dev);
+int tern_topology_device_index(const tern_topology *t, const char *name);
+
+/* select_device: returns a device index or TERN_ERR_NOT_FOUND.
+ * retry 0: random (or round-robin) among preferred, else available;
+ * retry k>=1: ordered walk (k-1) mod (|pref|+|avail|), preferred first;
+ * unknown location -> "*"; a hint naming a listed device wins; devices
+ * marked down are skipped without renumbering. Thread-safe. */
+int tern_topology_select(tern_topology *t, const char *location, int retry,
+                         const char *hint);
+void tern_topology_mark_down(tern_topology *t, int dev, int down);
+
+/* Memory location of addr via libnuma ("cpu:N"), or "*" if unknown. */
+void tern_memory_location(const void *addr, char *out, size_t outlen);
+
+/* Two-level path choice for one slice (seed 001), used by every transport:
+ * the local buffer's location + local topology -> local device; the peer
+ * buffer's location + the peer's published topology -> peer device, its
+ * rkey, and the peer NIC path "peer_name@device". */
+struct tern_segment_desc;
+typedef struct tern_path {
+    int local_dev;
+    int peer_dev;
+    uint64_t lkey, rkey;
+    char peer_nic_path[320];
+    char local_nic_path[320];
+} tern_path;
+int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local_topo,
+                     const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                     const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                     uint64_t len, int retry, tern_path *out, char *err, size_t errlen);
+
+#endif

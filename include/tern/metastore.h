@@ -1,0 +1,60 @@
+/* tern: the metadata-store plugin ABI.
+ *
+ * A shared store (Redis, etcd, ...) holds segment descriptors under keys
+ * "tern/<cluster-id>/segments/<segment-name>".  A backend is a shared object
+ * "libtern-meta-<scheme>.so" exporting one const data symbol
+ * TERN_METASTORE_SYMBOL of type `const tern_metastore`, chosen by the URI
+ * scheme of the `metadata` configuration key (redis://, etcd://, ...).  The
+ * p2p backend is built into the core and needs no plugin.
+ *
+ * Same versioning rules as tern_transport (transport.h): magic and abi_major
+ * checked before any code runs, struct_size covers appended members, all
+ * listed operations are mandatory.  Every call may block up to the engine's
+ * I/O timeout and must then fail with TERN_ERR_TIMEOUT or TERN_ERR_CONNECT,
+ * never hang.  Calls may come from several threads at once.
+ */
+#ifndef TERN_METASTORE_H
+#define TERN_METASTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TERN_METASTORE_MAGIC 0x4154454D4E524554ULL /* "TERNMETA" */
+#define TERN_METASTORE_ABI_MAJOR 1
+#define TERN_METASTORE_ABI_MINOR 0
+#define TERN_METASTORE_SYMBOL "tern_metastore_v1"
+
+/* Called once per key by list(); return non-zero to stop early. */
+typedef int (*tern_metastore_list_cb)(void *arg, const char *key,
+                                      const char *value, size_t len);
+
+typedef struct tern_metastore {
+    uint64_t magic;           /* TERN_METASTORE_MAGIC */
+    uint32_t struct_size;     /* sizeof(tern_metastore) when built */
+    uint16_t abi_major, abi_minor;
+    const char *scheme;       /* "redis", "etcd" */
+    const char *version;
+
+    /* Connect to the store named by uri; *store is the plugin's handle. */
+    int (*open)(const char *uri, int timeout_ms, void **store, char *err, size_t errlen);
+    void (*close)(void *store);
+    /* *value is malloc()ed by the plugin and freed by the caller with free(). */
+    int (*get)(void *store, const char *key, char **value, size_t *len,
+               char *err, size_t errlen);          /* TERN_ERR_NOT_FOUND if absent */
+    int (*put)(void *store, const char *key, const char *value, size_t len,
+               char *err, size_t errlen);
+    int (*del)(void *store, const char *key, char *err, size_t errlen);
+    int (*list)(void *store, const char *prefix, tern_metastore_list_cb cb,
+                void *arg, char *err, size_t errlen);
+} tern_metastore;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
