@@ -62,4 +62,13 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                      const char *transport, uint64_t local_addr, uint64_t remote_addr,
                      uint64_t len, int retry, tern_path *out, char *err, size_t errlen);
 
+/* ---- appended by topology.c's owner ---- */
+/* Reseed the random pick (tests and benchmarks make it repeatable). */
+void tern_topology_seed(tern_topology *t, uint64_t seed);
+/* 1 when dev is marked down, 0 when up, TERN_ERR_INVAL for a bad index. */
+int tern_topology_is_down(const tern_topology *t, int dev);
+/* One line per location ("cpu:0    preferred: a b  available: c"), for
+ * tern-info's text form; malloc()ed. */
+char *tern_topology_to_text(const tern_topology *t);
+
 #endif
