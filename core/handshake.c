@@ -1,0 +1,806 @@
+/* core/handshake.c: the control-plane frame codec, daemon and client.
+ *
+ * The daemon is one epoll thread that accepts and reads frames without
+ * blocking (header, then payload, each connection with its own deadline so
+ * a slow or hostile client is dropped after io_timeout) plus a small worker
+ * pool that runs the handler: handlers may block (bringing up QPs), so they
+ * never run on the epoll thread.  Workers hand the encoded reply back to the
+ * epoll thread, which writes it, shuts down writing and closes. */
+#include "handshake.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tern/errors.h"
+#include "util.h"
+
+#define HS_WORKERS 8
+#define HS_DEFAULT_IO_TIMEOUT_MS 5000
+#define HS_DEFAULT_MAX_CONN 1024
+
+static const char *type_name(int type)
+{
+    static const char *const n[] = {"Connection", "Metadata", "Notify", "Probe"};
+    return type >= 0 && type <= 3 ? n[type] : "unknown";
+}
+
+/* ---------------------------------------------------------------- codec */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* type < 0: old protocol (no type byte), used to answer old-protocol peers. */
+static int frame_encode(int type, const char *json, size_t len, uint8_t **out, size_t *outlen)
+{
+    size_t tb = type >= 0 ? 1 : 0;
+    if (len > SIZE_MAX - 9)
+        return TERN_ERR_INVAL;
+    uint8_t *buf = malloc(8 + tb + len);
+    if (!buf)
+        return TERN_ERR_NOMEM;
+    put_le64(buf, len + tb);
+    if (tb)
+        buf[8] = (uint8_t)type;
+    if (len)
+        memcpy(buf + 8 + tb, json, len);
+    *out = buf;
+    *outlen = 8 + tb + len;
+    return 0;
+}
+
+int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out, size_t *outlen)
+{
+    if (type < 0 || type > 3 || !out || !outlen || (len && !json))
+        return TERN_ERR_INVAL;
+    return frame_encode(type, json, len, out, outlen);
+}
+
+int tern_hs_frame_header(const uint8_t hdr[8], uint64_t max_frame, uint64_t *len)
+{
+    uint64_t n = get_le64(hdr);
+    if (len)
+        *len = n;
+    if (n == 0 || n > max_frame)
+        return TERN_ERR_PROTOCOL;
+    return 0;
+}
+
+int tern_hs_frame_payload(const uint8_t *payload, size_t len, int *type, const char **json,
+                          size_t *jsonlen, char *err, size_t errlen)
+{
+    if (!payload || len == 0)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "handshake frame: empty payload");
+    if (payload[0] <= TERN_HS_PROBE) {
+        *type = payload[0];
+        *json = (const char *)payload + 1;
+        *jsonlen = len - 1;
+    } else { /* old protocol: all JSON, a Connection request */
+        *type = TERN_HS_CONNECTION;
+        *json = (const char *)payload;
+        *jsonlen = len;
+    }
+    return 0;
+}
+
+/* Whole text is one JSON value (nothing but whitespace after it). */
+static int json_check(const char *json, size_t len, char *err, size_t errlen)
+{
+    if (len == 0)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON: empty");
+    if (len > INT32_MAX)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON: too large");
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+    json_object *o = json_tokener_parse_ex(tok, json, (int)len);
+    enum json_tokener_error je = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    json_object_put(o);
+    if (je != json_tokener_success)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON at byte %zu: %s", end,
+                         je == json_tokener_continue ? "unexpected end"
+                                                     : json_tokener_error_desc(je));
+    while (end < len && strchr(" \t\r\n", json[end]) && json[end])
+        end++;
+    if (end < len)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                         "invalid JSON: trailing data at byte %zu", end);
+    return 0;
+}
+
+static char *reply_msg_json(const char *msg)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
+    char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+    return s;
+}
+
+/* --------------------------------------------------------------- server */
+
+enum { C_HDR, C_PAYLOAD, C_WORK, C_WRITE, C_DRAIN };
+
+typedef struct hs_conn {
+    int fd;
+    int state;
+    int in_epoll;
+    uint8_t hdr[8];
+    size_t hgot;
+    uint8_t *payload;
+    uint64_t plen, pgot;
+    uint64_t deadline_ms;
+    uint8_t *out;
+    size_t outlen, outoff;
+    struct hs_conn *prev, *next; /* all connections */
+    struct hs_conn *qnext;       /* work or done queue */
+} hs_conn;
+
+struct tern_hs_server {
+    tern_hs_options opt;
+    char bind_host[256];
+    int lfd, epfd, evfd;
+    uint16_t port;
+    int accepting;
+    int fd_starved; /* accept hit EMFILE: wait for a connection to close */
+    int nconns;
+    hs_conn *conns;
+    pthread_t loop;
+    pthread_t workers[HS_WORKERS];
+    int nworkers;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hs_conn *work_head, *work_tail;
+    hs_conn *done_head, *done_tail;
+    int stop_workers;
+    volatile int stop_loop;
+};
+
+static void conn_free(tern_hs_server *s, hs_conn *c)
+{
+    if (c->in_epoll)
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    s->fd_starved = 0;
+    free(c->payload);
+    free(c->out);
+    free(c);
+}
+
+static void q_push(hs_conn **head, hs_conn **tail, hs_conn *c)
+{
+    c->qnext = NULL;
+    if (*tail)
+        (*tail)->qnext = c;
+    else
+        *head = c;
+    *tail = c;
+}
+
+static hs_conn *q_pop(hs_conn **head, hs_conn **tail)
+{
+    hs_conn *c = *head;
+    if (c) {
+        *head = c->qnext;
+        if (!*head)
+            *tail = NULL;
+    }
+    return c;
+}
+
+static int ep_set(tern_hs_server *s, hs_conn *c, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    int rc = epoll_ctl(s->epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev);
+    if (rc == 0)
+        c->in_epoll = 1;
+    return rc;
+}
+
+/* Run one request: decode, check JSON, call the handler, encode the reply. */
+static void conn_process(tern_hs_server *s, hs_conn *c)
+{
+    int type = 0;
+    const char *json = NULL;
+    size_t jlen = 0;
+    char msg[256];
+    char *reply = NULL;
+    size_t rlen = 0;
+    int old = c->payload[0] > TERN_HS_PROBE;
+    int rc = tern_hs_frame_payload(c->payload, c->plen, &type, &json, &jlen, msg, sizeof msg);
+    if (!rc && type != TERN_HS_PROBE)
+        rc = json_check(json, jlen, msg, sizeof msg);
+    if (rc) {
+        reply = reply_msg_json(msg);
+    } else if (s->opt.handler) {
+        rc = s->opt.handler(s->opt.arg, type, json, jlen, &reply, &rlen);
+        if (rc && !reply) {
+            snprintf(msg, sizeof msg, "%s request failed: %s", type_name(type),
+                     tern_strerror(rc));
+            reply = reply_msg_json(msg);
+        }
+    }
+    if (!reply && !rc)
+        reply = strdup("{}");
+    if (reply && !rlen)
+        rlen = strlen(reply);
+    if (reply)
+        frame_encode(old ? -1 : type, reply, rlen, &c->out, &c->outlen);
+    free(reply);
+    free(c->payload);
+    c->payload = NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    tern_hs_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop_workers && !s->work_head)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop_workers)
+            break;
+        hs_conn *c = q_pop(&s->work_head, &s->work_tail);
+        pthread_mutex_unlock(&s->mu);
+        conn_process(s, c);
+        pthread_mutex_lock(&s->mu);
+        q_push(&s->done_head, &s->done_tail, c);
+        uint64_t one = 1;
+        if (write(s->evfd, &one, sizeof one) < 0) { /* counter full: loop wakes anyway */
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static uint64_t io_timeout(const tern_hs_server *s) { return (uint64_t)s->opt.io_timeout_ms; }
+
+/* Write what we can; finished -> shutdown(SHUT_WR) and wait for the peer's EOF. */
+static void conn_write(tern_hs_server *s, hs_conn *c)
+{
+    while (c->outoff < c->outlen) {
+        ssize_t w = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            c->outoff += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (ep_set(s, c, EPOLLOUT) != 0)
+                conn_free(s, c);
+            return;
+        }
+        conn_free(s, c);
+        return;
+    }
+    shutdown(c->fd, SHUT_WR);
+    c->state = C_DRAIN;
+    if (ep_set(s, c, EPOLLIN | EPOLLRDHUP) != 0)
+        conn_free(s, c);
+}
+
+/* Read header then payload; a complete frame goes to the worker pool. */
+static void conn_read(tern_hs_server *s, hs_conn *c)
+{
+    for (;;) {
+        uint8_t sink[512];
+        void *dst;
+        size_t want;
+        if (c->state == C_HDR) {
+            dst = c->hdr + c->hgot;
+            want = 8 - c->hgot;
+        } else if (c->state == C_PAYLOAD) {
+            dst = c->payload + c->pgot;
+            want = (size_t)(c->plen - c->pgot);
+        } else { /* C_DRAIN: discard until EOF */
+            dst = sink;
+            want = sizeof sink;
+        }
+        ssize_t r = recv(c->fd, dst, want, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r <= 0) { /* EOF (truncated frame) or error */
+            conn_free(s, c);
+            return;
+        }
+        if (c->state == C_DRAIN)
+            continue;
+        if (c->state == C_HDR) {
+            c->hgot += (size_t)r;
+            if (c->hgot < 8)
+                continue;
+            /* The limit is checked before the payload is allocated. */
+            if (tern_hs_frame_header(c->hdr, s->opt.max_frame, &c->plen) != 0) {
+                conn_free(s, c);
+                return;
+            }
+            c->payload = malloc(c->plen);
+            if (!c->payload) {
+                conn_free(s, c);
+                return;
+            }
+            c->state = C_PAYLOAD;
+            continue;
+        }
+        c->pgot += (uint64_t)r;
+        if (c->pgot < c->plen)
+            continue;
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->in_epoll = 0;
+        c->state = C_WORK;
+        pthread_mutex_lock(&s->mu);
+        q_push(&s->work_head, &s->work_tail, c);
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+}
+
+static void set_accepting(tern_hs_server *s, int on)
+{
+    if (s->accepting == on)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    epoll_ctl(s->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->lfd, &ev);
+    s->accepting = on;
+}
+
+static void accept_all(tern_hs_server *s)
+{
+    while (s->nconns < s->opt.max_connections) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                s->fd_starved = 1;
+                set_accepting(s, 0); /* until a connection closes */
+            }
+            return;
+        }
+        hs_conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            return;
+        }
+        c->fd = fd;
+        c->state = C_HDR;
+        c->deadline_ms = tern_now_ms() + io_timeout(s);
+        c->next = s->conns;
+        if (s->conns)
+            s->conns->prev = c;
+        s->conns = c;
+        s->nconns++;
+        if (ep_set(s, c, EPOLLIN | EPOLLRDHUP) != 0)
+            conn_free(s, c);
+    }
+    set_accepting(s, 0); /* at the cap: the backlog waits */
+}
+
+static void take_done(tern_hs_server *s)
+{
+    uint64_t v;
+    if (read(s->evfd, &v, sizeof v) < 0) { /* nothing pending */
+    }
+    pthread_mutex_lock(&s->mu);
+    hs_conn *list = s->done_head;
+    s->done_head = s->done_tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    while (list) {
+        hs_conn *c = list;
+        list = c->qnext;
+        if (!c->out) { /* no reply: just close */
+            conn_free(s, c);
+            continue;
+        }
+        c->state = C_WRITE;
+        c->deadline_ms = tern_now_ms() + io_timeout(s);
+        conn_write(s, c);
+    }
+}
+
+/* Drop connections past their deadline; returns ms to the next one. */
+static int expire(tern_hs_server *s)
+{
+    uint64_t now = tern_now_ms(), next = now + 1000;
+    for (hs_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->state == C_WORK)
+            continue;
+        if (c->deadline_ms <= now)
+            conn_free(s, c);
+        else if (c->deadline_ms < next)
+            next = c->deadline_ms;
+    }
+    return (int)(next - now);
+}
+
+static void *loop_main(void *arg)
+{
+    tern_hs_server *s = arg;
+    struct epoll_event evs[128];
+    int timeout = 1000;
+    while (!s->stop_loop) {
+        int n = epoll_wait(s->epfd, evs, 128, timeout);
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->lfd) {
+                accept_all(s);
+            } else if (p == &s->evfd) {
+                take_done(s);
+            } else {
+                hs_conn *c = p;
+                if (c->state == C_WRITE && !(evs[i].events & (EPOLLERR | EPOLLHUP)))
+                    conn_write(s, c);
+                else if (c->state == C_WRITE)
+                    conn_free(s, c);
+                else
+                    conn_read(s, c);
+            }
+        }
+        timeout = expire(s);
+        if (s->nconns < s->opt.max_connections && !s->fd_starved)
+            set_accepting(s, 1);
+    }
+    return NULL;
+}
+
+static int listen_on(tern_hs_server *s, char *err, size_t errlen)
+{
+    char port[8];
+    snprintf(port, sizeof port, "%u", s->opt.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res = NULL;
+    int g = getaddrinfo(s->bind_host, port, &hints, &res);
+    if (g)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "handshake daemon: bind address %s: %s",
+                         s->bind_host, gai_strerror(g));
+    int last = 0;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof ss;
+            getsockname(fd, (struct sockaddr *)&ss, &sl);
+            s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+            s->lfd = fd;
+            freeaddrinfo(res);
+            return 0;
+        }
+        last = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return tern_errf(err, errlen, TERN_ERR_IO,
+                     "handshake daemon: cannot listen on %s port %u: %s (is the port in use?)",
+                     s->bind_host, s->opt.port, strerror(last));
+}
+
+static void server_free(tern_hs_server *s)
+{
+    while (s->conns)
+        conn_free(s, s->conns);
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->epfd >= 0)
+        close(s->epfd);
+    if (s->evfd >= 0)
+        close(s->evfd);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out, char *err,
+                         size_t errlen)
+{
+    if (!opt || !out)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "handshake daemon: no options");
+    tern_hs_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake daemon: out of memory");
+    s->opt = *opt;
+    tern_strlcpy(s->bind_host, opt->bind_host ? opt->bind_host : "0.0.0.0",
+                 sizeof s->bind_host);
+    if (!s->opt.max_frame)
+        s->opt.max_frame = TERN_HS_DEFAULT_MAX_FRAME;
+    if (s->opt.io_timeout_ms <= 0)
+        s->opt.io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
+    if (s->opt.max_connections <= 0)
+        s->opt.max_connections = HS_DEFAULT_MAX_CONN;
+    s->lfd = s->epfd = s->evfd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = listen_on(s, err, errlen);
+    if (rc) {
+        server_free(s);
+        return rc;
+    }
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->evfd};
+    if (s->epfd < 0 || s->evfd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) != 0) {
+        rc = tern_errf(err, errlen, TERN_ERR_IO, "handshake daemon: epoll setup: %s",
+                       strerror(errno));
+        server_free(s);
+        return rc;
+    }
+    set_accepting(s, 1);
+    for (; s->nworkers < HS_WORKERS; s->nworkers++)
+        if (pthread_create(&s->workers[s->nworkers], NULL, worker_main, s) != 0)
+            break;
+    if (s->nworkers == 0 || pthread_create(&s->loop, NULL, loop_main, s) != 0) {
+        s->stop_workers = 1;
+        pthread_cond_broadcast(&s->cv);
+        for (int i = 0; i < s->nworkers; i++)
+            pthread_join(s->workers[i], NULL);
+        server_free(s);
+        return tern_errf(err, errlen, TERN_ERR_IO, "handshake daemon: cannot start threads");
+    }
+    *out = s;
+    return 0;
+}
+
+uint16_t tern_hs_server_port(const tern_hs_server *s) { return s ? s->port : 0; }
+
+void tern_hs_server_stop(tern_hs_server *s)
+{
+    if (!s)
+        return;
+    s->stop_loop = 1;
+    uint64_t one = 1;
+    if (write(s->evfd, &one, sizeof one) < 0) { /* the loop also wakes each second */
+    }
+    pthread_join(s->loop, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->stop_workers = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->nworkers; i++)
+        pthread_join(s->workers[i], NULL);
+    server_free(s);
+}
+
+/* --------------------------------------------------------------- client */
+
+int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port)
+{
+    if (!name || !*name || !host || !hostlen || !port)
+        return TERN_ERR_INVAL;
+    const char *h = name, *p = NULL;
+    size_t hl;
+    if (name[0] == '[') {
+        const char *e = strchr(name, ']');
+        if (!e || (e[1] && e[1] != ':'))
+            return TERN_ERR_INVAL;
+        h = name + 1;
+        hl = (size_t)(e - h);
+        p = e[1] ? e + 2 : NULL;
+    } else {
+        const char *c = strrchr(name, ':');
+        if (c && strchr(name, ':') == c) {
+            hl = (size_t)(c - name);
+            p = c + 1;
+        } else { /* no colon, or a bare IPv6 address */
+            hl = strlen(name);
+        }
+    }
+    if (hl == 0 || hl >= hostlen)
+        return TERN_ERR_INVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = 0;
+    if (p) {
+        if (!*p || strlen(p) > 5)
+            return TERN_ERR_INVAL;
+        unsigned v = 0;
+        for (const char *q = p; *q; q++) {
+            if (*q < '0' || *q > '9')
+                return TERN_ERR_INVAL;
+            v = v * 10 + (unsigned)(*q - '0');
+        }
+        if (v > 65535)
+            return TERN_ERR_INVAL;
+        *port = (uint16_t)v;
+    }
+    return 0;
+}
+
+/* Non-blocking connect bounded by timeout_ms; returns fd or -errno. */
+static int connect_one(const struct addrinfo *a, int timeout_ms)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r;
+        do
+            r = poll(&p, 1, timeout_ms);
+        while (r < 0 && errno == EINTR);
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (r == 0)
+            soerr = ETIMEDOUT;
+        else if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            soerr = errno;
+        if (soerr) {
+            close(fd);
+            return -soerr;
+        }
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static int hs_connect(const char *server, int timeout_ms, char *err, size_t errlen)
+{
+    char host[256];
+    uint16_t port;
+    if (tern_split_host_port(server, host, sizeof host, &port) != 0)
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "handshake: bad server name \"%s\" (expected host:port or [v6]:port)",
+                         server);
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", port ? port : TERN_HS_DEFAULT_PORT);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV},
+                    *res = NULL;
+    int g = getaddrinfo(host, ps, &hints, &res);
+    if (g)
+        return tern_errf(err, errlen, TERN_ERR_CONNECT, "handshake: cannot resolve %s: %s",
+                         host, gai_strerror(g));
+    int fd = -1, last = 0, tried = 0;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next, tried++) {
+        fd = connect_one(a, timeout_ms);
+        if (fd < 0)
+            last = -fd;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0)
+        return fd;
+    return tern_errf(err, errlen, last == ETIMEDOUT ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
+                     "handshake: cannot connect to %s:%s (%d address%s tried): %s; is the "
+                     "peer's engine running and its handshake port reachable?",
+                     host, ps, tried, tried == 1 ? "" : "es", strerror(last));
+}
+
+static int io_err(int rc, const char *what, const char *server, int timeout_ms, char *err,
+                  size_t errlen)
+{
+    if (rc == TERN_ERR_TIMEOUT)
+        return tern_errf(err, errlen, rc, "handshake with %s: %s timed out after %d ms", server,
+                         what, timeout_ms);
+    if (rc == TERN_ERR_CLOSED)
+        return tern_errf(err, errlen, rc,
+                         "handshake with %s: peer closed the connection while %s", server,
+                         what);
+    return tern_errf(err, errlen, rc, "handshake with %s: %s failed: %s", server, what,
+                     strerror(errno));
+}
+
+static int read_reply(int fd, const char *server, int type, uint64_t max_frame, int io_ms,
+                      char **reply, size_t *replylen, char *err, size_t errlen)
+{
+    uint8_t hdr[8];
+    uint64_t n;
+    int rc = tern_io_read_all(fd, hdr, 8, io_ms);
+    if (rc)
+        return io_err(rc, "reading the reply header", server, io_ms, err, errlen);
+    if (tern_hs_frame_header(hdr, max_frame, &n) != 0)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                         "handshake with %s: reply length %llu is 0 or above the maximum "
+                         "frame %llu",
+                         server, (unsigned long long)n, (unsigned long long)max_frame);
+    uint8_t *p = malloc(n + 1);
+    if (!p)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
+    rc = tern_io_read_all(fd, p, n, io_ms);
+    if (rc) {
+        free(p);
+        return io_err(rc, "reading the reply", server, io_ms, err, errlen);
+    }
+    size_t off = 0;
+    if (p[0] <= TERN_HS_PROBE) {
+        if (p[0] != type) {
+            int got = p[0];
+            free(p);
+            return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                             "handshake with %s: %s request answered with type %d", server,
+                             type_name(type), got);
+        }
+        off = 1;
+    }
+    memmove(p, p + off, n - off);
+    p[n - off] = '\0';
+    *reply = (char *)p;
+    if (replylen)
+        *replylen = n - off;
+    return 0;
+}
+
+int tern_hs_request(const char *server_name, int type, const char *json, size_t len,
+                    char **reply, size_t *replylen, uint64_t max_frame,
+                    int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen)
+{
+    if (!server_name || !reply || type < 0 || type > 3 || (len && !json))
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "handshake: bad request arguments");
+    *reply = NULL;
+    if (!max_frame)
+        max_frame = TERN_HS_DEFAULT_MAX_FRAME;
+    if (len + 1 > max_frame)
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "handshake: request of %zu bytes exceeds the maximum frame %llu", len,
+                         (unsigned long long)max_frame);
+    if (connect_timeout_ms <= 0)
+        connect_timeout_ms = 5000;
+    if (io_timeout_ms <= 0)
+        io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
+    uint8_t *frame;
+    size_t flen;
+    if (frame_encode(type, json, len, &frame, &flen) != 0)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
+    int fd = hs_connect(server_name, connect_timeout_ms, err, errlen);
+    if (fd < 0) {
+        free(frame);
+        return fd;
+    }
+    int rc = tern_io_write_all(fd, frame, flen, io_timeout_ms);
+    free(frame);
+    if (rc)
+        rc = io_err(rc, "sending the request", server_name, io_timeout_ms, err, errlen);
+    else
+        rc = read_reply(fd, server_name, type, max_frame, io_timeout_ms, reply, replylen, err,
+                        errlen);
+    close(fd);
+    return rc;
+}
