@@ -23,6 +23,7 @@ typedef enum tern_load_outcome {
     TERN_LOAD_BAD_OPTION,     /* the YAML entry does not fit the option table */
     TERN_LOAD_INIT_FAILED,    /* init() returned an error: plugin's message */
     TERN_LOAD_NO_DEVICE,      /* init() said TERN_ERR_NOT_FOUND / no devices */
+    TERN_LOAD_NOT_TRIED,      /* not attempted: an earlier required transport failed */
 } tern_load_outcome;
 
 const char *tern_load_outcome_name(tern_load_outcome o); /* "loaded", "not found", ... */
@@ -59,5 +60,36 @@ void tern_plugins_unload(tern_plugin_set *set);
 
 /* The in-tree / installed plugin directory compiled into the library. */
 const char *tern_plugin_default_dir(void);
+
+
+/* ---- appended by the loader -------------------------------------------- */
+
+/* Stable machine key of an outcome for JSON ("loaded", "not_found", ...). */
+const char *tern_load_outcome_key(tern_load_outcome o);
+
+/* The loaded plugin called name, or NULL. */
+tern_plugin *tern_plugins_find(tern_plugin_set *set, const char *name);
+
+/* Replace the server name the host services show plugins (e.g. once the
+ * engine resolved "127.0.0.1:0" to its port).  Call before the plugins'
+ * threads read it: the text is copied in place, not swapped atomically. */
+void tern_plugins_set_server_name(tern_plugin_set *set, const char *server_name);
+
+/* Optional operations: a member the plugin's struct_size does not cover, or
+ * NULL, means "not supported" (the core then answers TERN_ERR_NOT_SUPPORTED). */
+#define TERN_PLUGIN_HAS_OP(p, member)                                              \
+    ((p) != NULL && (p)->ops != NULL &&                                            \
+     TERN_HAS_MEMBER((p)->ops->struct_size, tern_transport, member) &&             \
+     (p)->ops->member != NULL)
+
+static inline int tern_plugin_has_ep_reset(const tern_plugin *p)
+{
+    return TERN_PLUGIN_HAS_OP(p, ep_reset);
+}
+
+static inline int tern_plugin_has_query(const tern_plugin *p)
+{
+    return TERN_PLUGIN_HAS_OP(p, query);
+}
 
 #endif
