@@ -26,4 +26,18 @@ int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, s
 /* p2p: the descriptor our daemon serves (copy, malloc()ed), NULL if none. */
 char *tern_metadata_local_json(tern_metadata *md);
 
+/* ---- appended by the control engineer ---------------------------------- */
+
+/* Every published segment name of this cluster (p2p: our own, if any);
+ * cb returns non-zero to stop. */
+int tern_metadata_list(tern_metadata *md, int (*cb)(void *arg, const char *segment),
+                       void *arg, char *err, size_t errlen);
+/* The reply to a Metadata handshake request (the p2p backend's server side):
+ * our descriptor, or {"reply_msg": "..."} when none is published.  For the
+ * engine's tern_hs_handler; *reply malloc()ed. */
+int tern_metadata_hs_reply(tern_metadata *md, const char *request, size_t len, char **reply,
+                           size_t *replylen);
+/* The store key of a segment: "tern/<cluster-id>/segments/<segment>". */
+int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, size_t keylen);
+
 #endif

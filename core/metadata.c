@@ -1,0 +1,418 @@
+/* core/metadata.c: publishing and fetching segment descriptors.
+ *
+ * "p2p" (built in) keeps our descriptor in memory for the handshake
+ * daemon's Metadata replies and fetches a peer's with a Metadata request to
+ * its server name.  Any other scheme is a plugin libtern-meta-<scheme>.so
+ * (tern/metastore.h), found and checked like a transport: the file, then the
+ * const symbol's magic, ABI major, struct size and operations, before any of
+ * its code runs. */
+#include "metadata.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handshake.h"
+#include "plugin.h"
+#include "tern/metastore.h"
+#include "util.h"
+
+#define MD_MAX_SEGMENT 255
+
+struct tern_metadata {
+    char backend[32];
+    char uri[512];
+    char cluster[128];
+    int connect_ms, io_ms;
+    uint64_t max_frame;
+    pthread_mutex_t mu;
+    char *local_json;          /* p2p: what our daemon serves */
+    char local_name[MD_MAX_SEGMENT + 1];
+    void *dl;                  /* plugin backends */
+    const tern_metastore *ops;
+    void *store;
+};
+
+static int is_p2p(const tern_metadata *md) { return md->ops == NULL; }
+
+/* ------------------------------------------------------------ plugins */
+
+/* The ABI checks, in the order a broken plugin would fail them. */
+static int check_ops(const tern_metastore *m, const char *scheme, const char *path,
+                     char *err, size_t errlen)
+{
+    if (m->magic != TERN_METASTORE_MAGIC)
+        return tern_errf(err, errlen, TERN_ERR_ABI, "%s: %s has the wrong magic number", path,
+                         TERN_METASTORE_SYMBOL);
+    if (m->abi_major != TERN_METASTORE_ABI_MAJOR)
+        return tern_errf(err, errlen, TERN_ERR_ABI,
+                         "%s: built for metastore ABI %u.%u, this tern speaks %d.%d", path,
+                         m->abi_major, m->abi_minor, TERN_METASTORE_ABI_MAJOR,
+                         TERN_METASTORE_ABI_MINOR);
+    if (m->struct_size < offsetof(tern_metastore, list) + sizeof m->list)
+        return tern_errf(err, errlen, TERN_ERR_ABI,
+                         "%s: struct_size %u is smaller than the v1.0 layout", path,
+                         m->struct_size);
+    if (!m->open || !m->close || !m->get || !m->put || !m->del || !m->list)
+        return tern_errf(err, errlen, TERN_ERR_ABI, "%s: a mandatory operation is NULL", path);
+    if (!m->scheme || strcmp(m->scheme, scheme) != 0)
+        return tern_errf(err, errlen, TERN_ERR_ABI,
+                         "%s: plugin serves scheme \"%s\", expected \"%s\"", path,
+                         m->scheme ? m->scheme : "(null)", scheme);
+    return 0;
+}
+
+/* Open dir/libtern-meta-<scheme>.so: 1 not there, 0 loaded, <0 broken. */
+static int try_dir(tern_metadata *md, const char *dir, const char *scheme, char *err,
+                   size_t errlen)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/libtern-meta-%s.so", dir, scheme);
+    if (access(path, F_OK) != 0)
+        return 1;
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return tern_errf(err, errlen, TERN_ERR_PLUGIN, "%s: dlopen failed: %s", path,
+                         dlerror());
+    const tern_metastore *m = dlsym(dl, TERN_METASTORE_SYMBOL);
+    if (!m) {
+        dlclose(dl);
+        return tern_errf(err, errlen, TERN_ERR_PLUGIN, "%s: no symbol %s", path,
+                         TERN_METASTORE_SYMBOL);
+    }
+    int rc = check_ops(m, scheme, path, err, errlen);
+    if (rc) {
+        dlclose(dl);
+        return rc;
+    }
+    md->dl = dl;
+    md->ops = m;
+    return 0;
+}
+
+/* Search plugin_path, $TERN_PLUGIN_PATH, then the default directory. */
+static int load_plugin(tern_metadata *md, const tern_config *cfg, const char *scheme,
+                       char *err, size_t errlen)
+{
+    char tried[1024] = "";
+    size_t tl = 0;
+    const char *env = getenv("TERN_PLUGIN_PATH");
+    char *envcopy = env ? strdup(env) : NULL;
+    const char *dirs[64];
+    size_t nd = 0;
+    for (size_t i = 0; cfg && i < cfg->nplugin_path && nd < 60; i++)
+        dirs[nd++] = cfg->plugin_path[i];
+    char *save = NULL;
+    for (char *t = envcopy ? strtok_r(envcopy, ":", &save) : NULL; t && nd < 62;
+         t = strtok_r(NULL, ":", &save))
+        dirs[nd++] = t;
+    dirs[nd++] = tern_plugin_default_dir();
+    int rc = 1;
+    for (size_t i = 0; i < nd && rc == 1; i++) {
+        if (!dirs[i] || !*dirs[i])
+            continue;
+        rc = try_dir(md, dirs[i], scheme, err, errlen);
+        if (rc == 1 && tl < sizeof tried)
+            tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "",
+                                   dirs[i]);
+    }
+    free(envcopy);
+    if (rc == 1)
+        return tern_errf(err, errlen, TERN_ERR_PLUGIN,
+                         "metadata %s: no plugin libtern-meta-%s.so in %s; check plugin_path "
+                         "or $TERN_PLUGIN_PATH",
+                         md->uri, scheme, tried);
+    return rc;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+int tern_metadata_open(const tern_config *cfg, tern_metadata **out, char *err, size_t errlen)
+{
+    if (!out)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "metadata: no output");
+    const char *uri = cfg && cfg->metadata && *cfg->metadata ? cfg->metadata : "p2p";
+    tern_metadata *md = calloc(1, sizeof *md);
+    if (!md)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata: out of memory");
+    pthread_mutex_init(&md->mu, NULL);
+    if (tern_strlcpy(md->uri, uri, sizeof md->uri) >= sizeof md->uri) {
+        free(md);
+        return tern_errf(err, errlen, TERN_ERR_CONFIG, "metadata: URI longer than %zu bytes",
+                         sizeof md->uri - 1);
+    }
+    tern_strlcpy(md->cluster, cfg && cfg->cluster_id ? cfg->cluster_id : "default",
+                 sizeof md->cluster);
+    md->connect_ms = cfg && cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+    md->io_ms = cfg && cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
+    md->max_frame = cfg && cfg->handshake_max_frame ? cfg->handshake_max_frame
+                                                    : TERN_HS_DEFAULT_MAX_FRAME;
+    if (strcmp(uri, "p2p") == 0) {
+        strcpy(md->backend, "p2p");
+        *out = md;
+        return 0;
+    }
+    const char *sep = strstr(uri, "://");
+    size_t sl = sep ? (size_t)(sep - uri) : 0;
+    int ok = sl > 0 && sl < sizeof md->backend;
+    for (size_t i = 0; ok && i < sl; i++)
+        ok = (uri[i] >= 'a' && uri[i] <= 'z') || (uri[i] >= '0' && uri[i] <= '9') ||
+             uri[i] == '-';
+    if (!ok) {
+        free(md);
+        return tern_errf(err, errlen, TERN_ERR_CONFIG,
+                         "metadata: \"%s\" is not \"p2p\" nor a URI like redis://host:port or "
+                         "etcd://host:port",
+                         uri);
+    }
+    memcpy(md->backend, uri, sl);
+    md->backend[sl] = '\0';
+    int rc = load_plugin(md, cfg, md->backend, err, errlen);
+    if (!rc) {
+        char perr[768] = "";
+        rc = md->ops->open(uri, md->io_ms, &md->store, perr, sizeof perr);
+        if (rc)
+            tern_errf(err, errlen, rc, "metadata %s: %s", uri, perr);
+    }
+    if (rc) {
+        if (md->dl)
+            dlclose(md->dl);
+        pthread_mutex_destroy(&md->mu);
+        free(md);
+        return rc;
+    }
+    *out = md;
+    return 0;
+}
+
+void tern_metadata_close(tern_metadata *md)
+{
+    if (!md)
+        return;
+    if (md->ops)
+        md->ops->close(md->store);
+    if (md->dl)
+        dlclose(md->dl);
+    free(md->local_json);
+    pthread_mutex_destroy(&md->mu);
+    free(md);
+}
+
+const char *tern_metadata_backend(const tern_metadata *md) { return md ? md->backend : NULL; }
+
+int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, size_t keylen)
+{
+    if (!md || !segment || !*segment || strlen(segment) > MD_MAX_SEGMENT)
+        return TERN_ERR_INVAL;
+    int n = snprintf(key, keylen, "tern/%s/segments/%s", md->cluster, segment);
+    return n < 0 || (size_t)n >= keylen ? TERN_ERR_INVAL : 0;
+}
+
+static int bad_segment(const char *what, const char *segment, char *err, size_t errlen)
+{
+    return tern_errf(err, errlen, TERN_ERR_INVAL,
+                     "metadata %s: segment name \"%.64s\" is empty or longer than %d bytes",
+                     what, segment ? segment : "(null)", MD_MAX_SEGMENT);
+}
+
+/* Prefix a plugin's message with the store's URI. */
+static int store_err(const tern_metadata *md, int rc, const char *what, const char *segment,
+                     const char *perr, char *err, size_t errlen)
+{
+    return tern_errf(err, errlen, rc, "metadata %s: %s %s: %s", md->uri, what, segment,
+                     perr[0] ? perr : tern_strerror(rc));
+}
+
+/* ------------------------------------------------------------ publish */
+
+int tern_metadata_publish(tern_metadata *md, const char *segment, const char *json, char *err,
+                          size_t errlen)
+{
+    char key[512], perr[768] = "";
+    if (!md || !json)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "metadata publish: no descriptor");
+    if (tern_metadata_key(md, segment, key, sizeof key))
+        return bad_segment("publish", segment, err, errlen);
+    if (is_p2p(md)) {
+        char *copy = strdup(json);
+        if (!copy)
+            return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata publish: out of memory");
+        pthread_mutex_lock(&md->mu);
+        free(md->local_json);
+        md->local_json = copy;
+        tern_strlcpy(md->local_name, segment, sizeof md->local_name);
+        pthread_mutex_unlock(&md->mu);
+        return 0;
+    }
+    int rc = md->ops->put(md->store, key, json, strlen(json), perr, sizeof perr);
+    return rc ? store_err(md, rc, "publish", segment, perr, err, errlen) : 0;
+}
+
+int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, size_t errlen)
+{
+    char key[512], perr[768] = "";
+    if (!md || tern_metadata_key(md, segment, key, sizeof key))
+        return bad_segment("unpublish", segment, err, errlen);
+    if (is_p2p(md)) {
+        pthread_mutex_lock(&md->mu);
+        if (strcmp(md->local_name, segment) == 0) {
+            free(md->local_json);
+            md->local_json = NULL;
+            md->local_name[0] = '\0';
+        }
+        pthread_mutex_unlock(&md->mu);
+        return 0;
+    }
+    int rc = md->ops->del(md->store, key, perr, sizeof perr);
+    return rc ? store_err(md, rc, "unpublish", segment, perr, err, errlen) : 0;
+}
+
+char *tern_metadata_local_json(tern_metadata *md)
+{
+    if (!md)
+        return NULL;
+    pthread_mutex_lock(&md->mu);
+    char *s = tern_strdup(md->local_json);
+    pthread_mutex_unlock(&md->mu);
+    return s;
+}
+
+static char *reply_msg(const char *msg)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
+    char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+    return s;
+}
+
+int tern_metadata_hs_reply(tern_metadata *md, const char *request, size_t len, char **reply,
+                           size_t *replylen)
+{
+    (void)request;
+    (void)len;
+    char *s = tern_metadata_local_json(md);
+    if (!s)
+        s = reply_msg("no segment descriptor is published on this engine");
+    if (!s)
+        return TERN_ERR_NOMEM;
+    *reply = s;
+    if (replylen)
+        *replylen = strlen(s);
+    return 0;
+}
+
+/* -------------------------------------------------------------- fetch */
+
+/* A p2p reply is either a descriptor or {"reply_msg": "why not"}. */
+static int p2p_fetch(tern_metadata *md, const char *segment, char **json, char *err,
+                     size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "segment_name", json_object_new_string(segment));
+    const char *rs = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    char *reply = NULL;
+    size_t rlen = 0;
+    char herr[768] = "";
+    int rc = tern_hs_request(segment, TERN_HS_METADATA, rs, strlen(rs), &reply, &rlen,
+                             md->max_frame, md->connect_ms, md->io_ms, herr, sizeof herr);
+    json_object_put(req);
+    if (rc)
+        return tern_errf(err, errlen, rc, "metadata p2p: fetching segment %s: %s", segment,
+                         herr);
+    json_object *o = json_tokener_parse(reply);
+    json_object *msg;
+    rc = 0;
+    if (!o || !json_object_is_type(o, json_type_object))
+        rc = tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                       "metadata p2p: segment %s answered with something that is not a JSON "
+                       "object",
+                       segment);
+    else if (!json_object_object_get_ex(o, "name", NULL) &&
+             json_object_object_get_ex(o, "reply_msg", &msg) &&
+             json_object_get_string_len(msg) > 0)
+        rc = tern_errf(err, errlen, TERN_ERR_NOT_FOUND, "metadata p2p: segment %s: %s", segment,
+                       json_object_get_string(msg));
+    json_object_put(o);
+    if (rc) {
+        free(reply);
+        return rc;
+    }
+    *json = reply;
+    return 0;
+}
+
+int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json, char *err,
+                        size_t errlen)
+{
+    char key[512], perr[768] = "";
+    if (!md || !json)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "metadata fetch: no output");
+    *json = NULL;
+    if (tern_metadata_key(md, segment, key, sizeof key))
+        return bad_segment("fetch", segment, err, errlen);
+    if (is_p2p(md))
+        return p2p_fetch(md, segment, json, err, errlen);
+    char *v = NULL;
+    size_t len = 0;
+    int rc = md->ops->get(md->store, key, &v, &len, perr, sizeof perr);
+    if (rc == TERN_ERR_NOT_FOUND)
+        return tern_errf(err, errlen, rc, "metadata %s: no segment %s (key %s)", md->uri,
+                         segment, key);
+    if (rc)
+        return store_err(md, rc, "fetch", segment, perr, err, errlen);
+    /* Values are text; make sure the caller gets a C string. */
+    char *s = malloc(len + 1);
+    if (!s) {
+        free(v);
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata fetch: out of memory");
+    }
+    memcpy(s, v, len);
+    s[len] = '\0';
+    free(v);
+    *json = s;
+    return 0;
+}
+
+/* --------------------------------------------------------------- list */
+
+typedef struct list_ctx {
+    size_t plen;
+    int (*cb)(void *, const char *);
+    void *arg;
+} list_ctx;
+
+static int list_one(void *arg, const char *key, const char *value, size_t len)
+{
+    list_ctx *l = arg;
+    (void)value;
+    (void)len;
+    return strlen(key) > l->plen ? l->cb(l->arg, key + l->plen) : 0;
+}
+
+int tern_metadata_list(tern_metadata *md, int (*cb)(void *arg, const char *segment), void *arg,
+                       char *err, size_t errlen)
+{
+    if (!md || !cb)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "metadata list: no callback");
+    if (is_p2p(md)) {
+        char name[MD_MAX_SEGMENT + 1];
+        pthread_mutex_lock(&md->mu);
+        tern_strlcpy(name, md->local_json ? md->local_name : "", sizeof name);
+        pthread_mutex_unlock(&md->mu);
+        if (name[0])
+            cb(arg, name);
+        return 0;
+    }
+    char prefix[256], perr[768] = "";
+    snprintf(prefix, sizeof prefix, "tern/%s/segments/", md->cluster);
+    list_ctx l = {strlen(prefix), cb, arg};
+    int rc = md->ops->list(md->store, prefix, list_one, &l, perr, sizeof perr);
+    return rc ? store_err(md, rc, "list", prefix, perr, err, errlen) : 0;
+}
