@@ -498,6 +498,23 @@ static int topo_first_up(tern_topology *t, const topo_entry *e, int start)
     return -1;
 }
 
+/* A pick in e->dev[lo, lo+n): the r-th device if it is up (the common
+ * case), else the (r mod up)-th device that is up.  Either way every device
+ * that is up has the same chance. */
+static int topo_pick_in(tern_topology *t, const topo_entry *e, int lo, int n, uint64_t r)
+{
+    if (n <= 0)
+        return -1;
+    int d = e->dev[lo + (int)(r % (uint64_t)n)];
+    if (!atomic_load_explicit(&t->down[d], memory_order_relaxed))
+        return d;
+    int up[TERN_MAX_DEVICES], m = 0;
+    for (int i = lo; i < lo + n; i++)
+        if (!atomic_load_explicit(&t->down[e->dev[i]], memory_order_relaxed))
+            up[m++] = e->dev[i];
+    return m ? up[r % (uint64_t)m] : -1;
+}
+
 static int topo_select_in(tern_topology *t, const topo_entry *e, int retry, const char *hint)
 {
     if (e->n == 0)
@@ -511,12 +528,12 @@ static int topo_select_in(tern_topology *t, const topo_entry *e, int retry, cons
             if (strcmp(t->names[e->dev[k]], hint) == 0 &&
                 !atomic_load_explicit(&t->down[e->dev[k]], memory_order_relaxed))
                 return e->dev[k];
-    /* Preferred when there are any, else available (which then start at 0). */
-    uint64_t pool = (uint64_t)(e->npref > 0 ? e->npref : e->n);
+    /* Preferred when any is up, else available. */
     uint64_t r = t->policy == TERN_SELECT_ROUND_ROBIN
-                     ? atomic_fetch_add_explicit(&t->rr, 1, memory_order_relaxed) % pool
-                     : ((topo_random(t) >> 32) * pool) >> 32;
-    return topo_first_up(t, e, (int)r);
+                     ? atomic_fetch_add_explicit(&t->rr, 1, memory_order_relaxed)
+                     : topo_random(t) >> 11;
+    int d = topo_pick_in(t, e, 0, e->npref, r);
+    return d >= 0 ? d : topo_pick_in(t, e, e->npref, e->n - e->npref, r);
 }
 
 int tern_topology_select(tern_topology *t, const char *location, int retry, const char *hint)
