@@ -18,7 +18,7 @@ typedef struct tern_cfg_kv {
     char *value;        /* scalar text; NULL for a list */
     char **items;       /* list items; NULL for a scalar */
     size_t nitems;
-    int line, col;      /* 1-based position of the value */
+    int line, col;      /* 1-based position of the key (errors point there) */
 } tern_cfg_kv;
 
 typedef struct tern_transport_cfg {
@@ -56,7 +56,17 @@ typedef struct tern_config {
     uint64_t endpoint_cache;      /* 256 endpoints */
     int eviction;                 /* TERN_EVICT_* */
     char *auth_secret_file;       /* NULL: no authentication */
+    /* appended by config.c */
+    size_t nplugin_path_env;      /* plugin_path[0..n) came from $TERN_PLUGIN_PATH
+                                     (already merged: the loader needs not read it) */
+    unsigned env_overrides;       /* TERN_CFG_ENV_* bits: what the environment decided */
 } tern_config;
+
+enum {
+    TERN_CFG_ENV_CONFIG = 1u << 0,      /* the file was named by $TERN_CONFIG */
+    TERN_CFG_ENV_LOG_LEVEL = 1u << 1,   /* log_level from $TERN_LOG_LEVEL */
+    TERN_CFG_ENV_PLUGIN_PATH = 1u << 2, /* plugin_path starts with $TERN_PLUGIN_PATH */
+};
 
 /* Load from a file or from YAML text; NULL path = $TERN_CONFIG or embedded
  * default.  Environment overrides (TERN_LOG_LEVEL, TERN_PLUGIN_PATH) are
