@@ -1,0 +1,415 @@
+/* plugins/meta-etcd: the etcd v3 metadata store over the JSON gateway.
+ *
+ * URI etcd://host:port[,host:port...].  Each call POSTs to /v3/kv/{put,
+ * range,deleterange} with base64 keys and values, bounded by the store's
+ * timeout (connect and total), trying each endpoint from the last one that
+ * answered.  A fresh curl easy handle per call keeps calls thread-safe. */
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern/metastore.h"
+
+#define ETCD_MAX_HOSTS 16
+#define ETCD_MAX_RESPONSE (256u << 20)
+
+typedef struct estore {
+    char uri[512];
+    char hosts[ETCD_MAX_HOSTS][256];
+    int nhosts;
+    int timeout_ms;
+    pthread_mutex_t mu;
+    int good; /* endpoint that answered last */
+} estore;
+
+static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* ---- base64 ---- */
+
+static const char b64c[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const unsigned char *in, size_t n)
+{
+    char *out = malloc(4 * ((n + 2) / 3) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= in[i + 2];
+        *o++ = b64c[(v >> 18) & 63];
+        *o++ = b64c[(v >> 12) & 63];
+        *o++ = i + 1 < n ? b64c[(v >> 6) & 63] : '=';
+        *o++ = i + 2 < n ? b64c[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+static int b64_val(char c)
+{
+    const char *p = c ? strchr(b64c, c) : NULL;
+    return p ? (int)(p - b64c) : -1;
+}
+
+/* Returns malloc()ed NUL-terminated bytes, or NULL when malformed. */
+static char *b64_decode(const char *in, size_t *outlen)
+{
+    size_t n = strlen(in);
+    if (n % 4)
+        return NULL;
+    char *out = malloc(n / 4 * 3 + 1);
+    size_t o = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = in[i + k] == '=' && k >= 2 && i + 4 == n ? 0 : b64_val(in[i + k]);
+            if (v[k] < 0) {
+                free(out);
+                return NULL;
+            }
+        }
+        uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                     (uint32_t)v[3];
+        out[o++] = (char)(x >> 16);
+        if (in[i + 2] != '=')
+            out[o++] = (char)(x >> 8);
+        if (in[i + 3] != '=')
+            out[o++] = (char)x;
+    }
+    out[o] = '\0';
+    *outlen = o;
+    return out;
+}
+
+/* ---- HTTP ---- */
+
+typedef struct body {
+    char *p;
+    size_t n;
+    int overflow;
+} body;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+    body *b = arg;
+    size_t add = size * nmemb;
+    if (b->n + add > ETCD_MAX_RESPONSE) {
+        b->overflow = 1;
+        return 0;
+    }
+    char *np = realloc(b->p, b->n + add + 1);
+    if (!np)
+        return 0;
+    memcpy(np + b->n, ptr, add);
+    b->p = np;
+    b->n += add;
+    b->p[b->n] = '\0';
+    return add;
+}
+
+/* One POST to one endpoint: 0 with *resp, or a tern code; *retry set when
+ * the next endpoint is worth trying (could not connect, timed out). */
+static int post_one(estore *s, const char *host, const char *path, const char *req,
+                    json_object **resp, int *retry, char *err, size_t errlen)
+{
+    char url[512];
+    snprintf(url, sizeof url, "http://%s%s", host, path);
+    CURL *c = curl_easy_init();
+    if (!c)
+        return errf(err, errlen, TERN_ERR_NOMEM, "curl_easy_init failed");
+    body b = {0};
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)s->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    CURLcode cc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(c);
+    int rc = 0;
+    *retry = 0;
+    if (cc != CURLE_OK) {
+        *retry = 1;
+        rc = errf(err, errlen, cc == CURLE_OPERATION_TIMEDOUT ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
+                  "%s: %s%s", url, b.overflow ? "response too large" : curl_easy_strerror(cc),
+                  cc == CURLE_OPERATION_TIMEDOUT ? " (timed out)" : "");
+    } else {
+        json_object *o = json_tokener_parse(b.p ? b.p : "");
+        if (!o || !json_object_is_type(o, json_type_object)) {
+            rc = errf(err, errlen, TERN_ERR_PROTOCOL, "%s: HTTP %ld, not a JSON object: %.120s",
+                      url, status, b.p ? b.p : "");
+            json_object_put(o);
+        } else if (status != 200) {
+            json_object *m = NULL;
+            if (!json_object_object_get_ex(o, "message", &m))
+                json_object_object_get_ex(o, "error", &m);
+            rc = errf(err, errlen, TERN_ERR_IO, "%s: HTTP %ld: %s", url, status,
+                      m ? json_object_get_string(m) : "(no message)");
+            json_object_put(o);
+        } else {
+            *resp = o;
+        }
+    }
+    free(b.p);
+    return rc;
+}
+
+/* POST to the endpoints in turn, starting with the last good one. */
+static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
+                size_t errlen)
+{
+    const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    pthread_mutex_lock(&s->mu);
+    int start = s->good;
+    pthread_mutex_unlock(&s->mu);
+    char all[1024] = "";
+    size_t al = 0;
+    int rc = TERN_ERR_CONNECT;
+    for (int k = 0; k < s->nhosts; k++) {
+        int i = (start + k) % s->nhosts, retry = 0;
+        char one[512];
+        rc = post_one(s, s->hosts[i], path, text, resp, &retry, one, sizeof one);
+        if (rc == 0) {
+            pthread_mutex_lock(&s->mu);
+            s->good = i;
+            pthread_mutex_unlock(&s->mu);
+            return 0;
+        }
+        if (!retry)
+            return errf(err, errlen, rc, "%s", one);
+        if (al < sizeof all)
+            al += (size_t)snprintf(all + al, sizeof all - al, "%s%s", al ? "; " : "", one);
+    }
+    return errf(err, errlen, rc,
+                "no etcd endpoint answered (%s); check that etcd is running with "
+                "--listen-client-urls covering %s",
+                all, s->uri);
+}
+
+static void add_b64(json_object *o, const char *name, const char *data, size_t n)
+{
+    char *e = b64_encode((const unsigned char *)data, n);
+    json_object_object_add(o, name, json_object_new_string(e ? e : ""));
+    free(e);
+}
+
+/* ---- operations ---- */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static int e_range(estore *s, const char *key, const char *range_end, json_object **resp,
+                   char *err, size_t errlen);
+
+static int e_open(const char *uri, int timeout_ms, void **store, char *err, size_t errlen)
+{
+    if (strncmp(uri, "etcd://", 7) != 0 || !uri[7])
+        return errf(err, errlen, TERN_ERR_CONFIG,
+                    "expected etcd://host:port[,host:port...], got \"%s\"", uri);
+    pthread_once(&curl_once, curl_init);
+    estore *s = calloc(1, sizeof *s);
+    if (!s)
+        return errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+    snprintf(s->uri, sizeof s->uri, "%s", uri);
+    s->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+    const char *p = uri + 7;
+    while (*p) {
+        size_t n = strcspn(p, ",/");
+        if (n == 0 || n >= sizeof s->hosts[0] || s->nhosts == ETCD_MAX_HOSTS) {
+            free(s);
+            return errf(err, errlen, TERN_ERR_CONFIG, "%s: bad endpoint list", uri);
+        }
+        memcpy(s->hosts[s->nhosts], p, n);
+        s->hosts[s->nhosts++][n] = '\0';
+        p += n;
+        if (*p == '/')
+            break;
+        if (*p == ',')
+            p++;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    /* One range query now, so a store that is down is reported at open. */
+    json_object *r = NULL;
+    int rc = e_range(s, "tern/", NULL, &r, err, errlen);
+    json_object_put(r);
+    if (rc) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return rc;
+    }
+    *store = s;
+    return 0;
+}
+
+static void e_close(void *store)
+{
+    estore *s = store;
+    if (s) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+    }
+}
+
+static int e_range(estore *s, const char *key, const char *range_end, json_object **resp,
+                   char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    add_b64(req, "key", key, strlen(key));
+    if (range_end)
+        add_b64(req, "range_end", range_end, strlen(range_end));
+    int rc = post(s, "/v3/kv/range", req, resp, err, errlen);
+    json_object_put(req);
+    return rc;
+}
+
+/* Decode kvs[i]'s key and value. */
+static int kv_of(json_object *kv, char **key, char **value, size_t *vlen)
+{
+    json_object *k, *v;
+    size_t kl;
+    *key = *value = NULL;
+    *vlen = 0;
+    if (!json_object_object_get_ex(kv, "key", &k) || !json_object_is_type(k, json_type_string))
+        return TERN_ERR_PROTOCOL;
+    *key = b64_decode(json_object_get_string(k), &kl);
+    /* etcd omits "value" for an empty value. */
+    if (json_object_object_get_ex(kv, "value", &v) && json_object_is_type(v, json_type_string))
+        *value = b64_decode(json_object_get_string(v), vlen);
+    else
+        *value = calloc(1, 1);
+    if (!*key || !*value) {
+        free(*key);
+        free(*value);
+        return TERN_ERR_PROTOCOL;
+    }
+    return 0;
+}
+
+static int e_get(void *store, const char *key, char **value, size_t *len, char *err,
+                 size_t errlen)
+{
+    estore *s = store;
+    json_object *r = NULL, *kvs;
+    int rc = e_range(s, key, NULL, &r, err, errlen);
+    if (rc)
+        return rc;
+    if (!json_object_object_get_ex(r, "kvs", &kvs) || !json_object_is_type(kvs, json_type_array) ||
+        json_object_array_length(kvs) == 0) {
+        json_object_put(r);
+        return errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
+    }
+    char *k;
+    rc = kv_of(json_object_array_get_idx(kvs, 0), &k, value, len);
+    json_object_put(r);
+    if (rc)
+        return errf(err, errlen, rc, "%s: malformed range reply for %s", s->uri, key);
+    free(k);
+    return 0;
+}
+
+static int e_put(void *store, const char *key, const char *value, size_t len, char *err,
+                 size_t errlen)
+{
+    json_object *req = json_object_new_object(), *r = NULL;
+    add_b64(req, "key", key, strlen(key));
+    add_b64(req, "value", value, len);
+    int rc = post(store, "/v3/kv/put", req, &r, err, errlen);
+    json_object_put(req);
+    json_object_put(r);
+    return rc;
+}
+
+static int e_del(void *store, const char *key, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object(), *r = NULL;
+    add_b64(req, "key", key, strlen(key));
+    int rc = post(store, "/v3/kv/deleterange", req, &r, err, errlen);
+    json_object_put(req);
+    json_object_put(r);
+    return rc;
+}
+
+static int e_list(void *store, const char *prefix, tern_metastore_list_cb cb, void *arg,
+                  char *err, size_t errlen)
+{
+    estore *s = store;
+    size_t n = strlen(prefix);
+    if (n == 0)
+        return errf(err, errlen, TERN_ERR_INVAL, "%s: empty prefix", s->uri);
+    /* range_end = prefix with its last byte below 0xff incremented. */
+    char *end = strdup(prefix);
+    if (!end)
+        return errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+    while (n && (unsigned char)end[n - 1] == 0xff)
+        end[--n] = '\0';
+    if (!n) {
+        free(end);
+        return errf(err, errlen, TERN_ERR_INVAL, "%s: prefix of 0xff bytes", s->uri);
+    }
+    end[n - 1]++;
+    json_object *r = NULL, *kvs;
+    int rc = e_range(s, prefix, end, &r, err, errlen);
+    free(end);
+    if (rc)
+        return rc;
+    if (json_object_object_get_ex(r, "kvs", &kvs) && json_object_is_type(kvs, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(kvs); i++) {
+            char *k, *v;
+            size_t vl;
+            if (kv_of(json_object_array_get_idx(kvs, i), &k, &v, &vl) != 0) {
+                rc = errf(err, errlen, TERN_ERR_PROTOCOL, "%s: malformed range reply", s->uri);
+                break;
+            }
+            int stop = cb(arg, k, v, vl);
+            free(k);
+            free(v);
+            if (stop)
+                break;
+        }
+    }
+    json_object_put(r);
+    return rc;
+}
+
+__attribute__((visibility("default"))) const tern_metastore tern_metastore_v1 = {
+    .magic = TERN_METASTORE_MAGIC,
+    .struct_size = sizeof(tern_metastore),
+    .abi_major = TERN_METASTORE_ABI_MAJOR,
+    .abi_minor = TERN_METASTORE_ABI_MINOR,
+    .scheme = "etcd",
+    .version = "1.0",
+    .open = e_open,
+    .close = e_close,
+    .get = e_get,
+    .put = e_put,
+    .del = e_del,
+    .list = e_list,
+};
