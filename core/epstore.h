@@ -26,7 +26,9 @@ void tern_epstore_key(char *out, size_t outlen, const char *local_dev,
 tern_ep_ref *tern_epstore_get(tern_epstore *s, const char *key, void **ep);
 /* Insert and hold.  If the key is already present, the new ep is NOT
  * inserted (the caller closes it) and the existing one is held and returned
- * in *ep with TERN_ERR_EXISTS. */
+ * in *ep with TERN_ERR_EXISTS.  ref may be NULL: insert without holding.
+ * Inserting into a full store evicts one entry (SIEVE or FIFO); an evicted
+ * endpoint still held is closed by the release that drops its last ref. */
 int tern_epstore_insert(tern_epstore *s, const char *key, void *ep_in, void **ep,
                         tern_ep_ref **ref);
 void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref);
