@@ -115,7 +115,10 @@ static int load_plugin(tern_metadata *md, const tern_config *cfg, const char *sc
     dirs[nd++] = tern_plugin_default_dir();
     int rc = 1;
     for (size_t i = 0; i < nd && rc == 1; i++) {
-        if (!dirs[i] || !*dirs[i])
+        int dup = !dirs[i] || !*dirs[i];
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = dirs[j] && strcmp(dirs[i], dirs[j]) == 0;
+        if (dup)
             continue;
         rc = try_dir(md, dirs[i], scheme, err, errlen);
         if (rc == 1 && tl < sizeof tried)
