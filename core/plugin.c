@@ -623,6 +623,17 @@ static tern_load_outcome plugin_devices(tern_plugin *p)
     return TERN_LOAD_OK;
 }
 
+/* The entry's own `slice_size` key (when the plugin declares one), else the
+ * plugin's default, else the engine's. */
+static uint64_t plugin_slice_size(const tern_plugin *p, const tern_config *cfg)
+{
+    int64_t v = 0;
+    const tern_cfg_kv *kv = host_kv(p->hostdata, "slice_size");
+    if (kv && kv->value && parse_int(kv->value, &v) == 0 && v > 0)
+        return (uint64_t)v;
+    return p->ops->default_slice_size ? p->ops->default_slice_size : cfg->slice_size;
+}
+
 static tern_load_outcome plugin_init(tern_plugin *p, const tern_config *cfg, size_t idx)
 {
     static const tern_option no_options[] = {{.key = NULL, .type = TERN_OPT_END}};
@@ -638,10 +649,12 @@ static tern_load_outcome plugin_init(tern_plugin *p, const tern_config *cfg, siz
     int rc = t->init(&p->host, &p->ctx, msg, sizeof msg);
     msg[sizeof msg - 1] = '\0';
     if (rc < 0) {
+        int nodev = rc == TERN_ERR_NOT_FOUND;
         p->ctx = NULL;
-        return FAIL(p, rc == TERN_ERR_NOT_FOUND ? TERN_LOAD_NO_DEVICE : TERN_LOAD_INIT_FAILED,
-                    "transport '%s': %s: init failed (%s): %s", p->name, p->path,
-                    tern_strerror(rc), msg[0] ? msg : "(the plugin gave no message)");
+        return FAIL(p, nodev ? TERN_LOAD_NO_DEVICE : TERN_LOAD_INIT_FAILED,
+                    "transport '%s': %s: %s (%s): %s", p->name, p->path,
+                    nodev ? "no usable device" : "init failed", tern_strerror(rc),
+                    msg[0] ? msg : "(the plugin gave no message)");
     }
     tern_load_outcome o = plugin_devices(p);
     if (o != TERN_LOAD_OK) {
@@ -649,7 +662,7 @@ static tern_load_outcome plugin_init(tern_plugin *p, const tern_config *cfg, siz
         p->ctx = NULL;
         return o;
     }
-    p->slice_size = t->default_slice_size ? t->default_slice_size : cfg->slice_size;
+    p->slice_size = plugin_slice_size(p, cfg);
     bounded_fmt(p->message, sizeof p->message, "loaded %s (version %s, ABI %u.%u, %d device%s)",
              p->path, t->version ? t->version : "?", t->abi_major, t->abi_minor, p->ndevices,
              p->ndevices == 1 ? "" : "s");

@@ -249,7 +249,7 @@ Test(loader, init_failure_carries_the_plugins_message)
 Test(loader, init_not_found_means_no_device)
 {
     expect_outcome("nodevice", TERN_LOAD_NO_DEVICE,
-                   "init failed (TERN_ERR_NOT_FOUND): testplug: no test NIC present");
+                   "no usable device (TERN_ERR_NOT_FOUND): testplug: no test NIC present");
 }
 
 Test(loader, zero_devices_means_no_device_and_fini_runs)
