@@ -258,7 +258,6 @@ static int ynode_push(ynode *p, ynode *kid)
  * enforcing scalar keys, unique keys and the size caps.  Takes ownership. */
 static int builder_attach(builder *b, ynode *n, yaml_mark_t m)
 {
-    char show_buf[64];
     if (b->depth == 0) {
         if (b->root) {
             ynode_free(n);
@@ -271,7 +270,8 @@ static int builder_attach(builder *b, ynode *n, yaml_mark_t m)
     if (p->kind == YN_MAP && p->n % 2 == 0) {
         int rc = 0;
         if (n->kind != YN_SCALAR || n->isnull)
-            rc = builder_err(b, m, "expected a plain key, got %s", show(n, show_buf, sizeof show_buf));
+            rc = builder_err(b, m, "expected a plain key, got %s",
+                             n->kind == YN_SEQ ? "a list" : n->kind == YN_MAP ? "a mapping" : "null");
         else if (p->n / 2 >= CFG_MAX_KEYS)
             rc = builder_err(b, m, "expected at most 256 keys in a mapping, got %s", "more");
         for (size_t i = 0; !rc && i < p->n; i += 2) {
@@ -719,13 +719,14 @@ static int get_bool(cfgctx *c, const ynode *at, const ynode *v, const char *path
 
 /* A list of non-empty strings (null = empty list), each passing `ok`. */
 static int get_list(cfgctx *c, const ynode *at, const ynode *v, const char *path,
-                    const char *what, int (*ok)(const char *), char ***items, size_t *n)
+                    const char *list_what, const char *what, int (*ok)(const char *),
+                    char ***items, size_t *n)
 {
     char b[64], ipath[CFG_MAX_PATH];
     if (v->kind == YN_SCALAR && v->isnull)
         return 0;
     if (v->kind != YN_SEQ)
-        return cfg_err(c, AT(at), path, "expected a list of %s, got %s", what,
+        return cfg_err(c, AT(at), path, "expected %s, got %s", list_what,
                        show(v, b, sizeof b));
     char **out = calloc(v->n + 1, sizeof *out);
     if (!out)
@@ -820,13 +821,14 @@ static int k_auth_secret_file(cfgctx *c, tern_config *cfg, const ynode *k, const
 
 static int k_plugin_path(cfgctx *c, tern_config *cfg, const ynode *k, const ynode *v)
 {
-    return get_list(c, k, v, k->text, "directories", ok_nonempty, &cfg->plugin_path,
+    return get_list(c, k, v, k->text, "a list of directories", "a directory", ok_nonempty, &cfg->plugin_path,
                     &cfg->nplugin_path);
 }
 
 static int k_devices(cfgctx *c, tern_config *cfg, const ynode *k, const ynode *v)
 {
-    return get_list(c, k, v, k->text, "device names", ok_device, &cfg->device_allow,
+    return get_list(c, k, v, k->text, "a list of device names",
+                    "a device name (A-Z a-z 0-9 . _ -, at most 63)", ok_device, &cfg->device_allow,
                     &cfg->ndevice_allow);
 }
 
