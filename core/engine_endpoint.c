@@ -1,0 +1,466 @@
+/* core/engine_endpoint.c: endpoints, active and passive.
+ *
+ * An endpoint joins (local device, peer NIC path); each transport has its
+ * own store keyed by tern_epstore_key(local device name, peer NIC path).
+ *
+ * Active side (a slice needs an endpoint that is not cached): only one
+ * connect per key runs at a time; other threads wanting the same key wait
+ * for it (x->connecting, x->conn_cond).  With TERN_CAP_HANDSHAKE the local
+ * endpoint's fields go to the peer's daemon in a Connection frame and the
+ * peer's reply brings the endpoint up; a non-empty reply_msg is the peer's
+ * refusal, reported verbatim.
+ *
+ * Simultaneous open (both engines connect the same pair at once) must end
+ * with exactly one connection.  Rule, applied by the passive handler when an
+ * active connect for the same key is in flight here:
+ *   - the side whose local_nic_path compares smaller keeps the active role:
+ *     it refuses the peer's Connection with reply_msg "simultaneous open: ..."
+ *   - the larger side yields: it accepts as usual, inserts the passive
+ *     endpoint and marks its own in-flight attempt `yielded`.
+ * The active attempt then ends in one of two ways:
+ *   - refused with "simultaneous open": drop ours and wait (bounded) for the
+ *     passive endpoint our handler inserts for the peer's attempt;
+ *   - accepted: the peer replaced whatever it had by our attempt's endpoint,
+ *     so if we yielded meanwhile we replace our passive endpoint too.
+ * Both sides therefore keep the endpoints of the same, last accepted,
+ * handshake.  A passive handler always replaces an existing endpoint for its
+ * key (the peer reconnecting after a failure). */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+void tern_endpoint_close_cb(void *arg, void *ep)
+{
+    tern_xport *x = arg;
+    if (ep)
+        x->ops->ep_close(ep);
+}
+
+static const char *nic_of(const char *nic_path)
+{
+    const char *at = strrchr(nic_path, '@');
+    return at ? at + 1 : "";
+}
+
+void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path)
+{
+    char key[400];
+    if (local_dev < 0 || local_dev >= x->pl->ndevices)
+        return;
+    tern_epstore_key(key, sizeof key, x->pl->devices[local_dev].name, peer_nic_path);
+    tern_epstore_remove(x->eps, key);
+}
+
+/* ---- in-flight connects (conn_lock held) ------------------------------------ */
+
+static tern_connecting *connecting_find(tern_xport *x, const char *key)
+{
+    for (tern_connecting *c = x->connecting; c; c = c->next)
+        if (!c->done && strcmp(c->key, key) == 0)
+            return c;
+    return NULL;
+}
+
+static void connecting_remove(tern_xport *x, tern_connecting *c)
+{
+    for (tern_connecting **pp = &x->connecting; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+}
+
+static void deadline_in(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static int handshake_budget_ms(const tern_engine *e)
+{
+    return e->cfg->connect_timeout_ms + 2 * e->cfg->io_timeout_ms;
+}
+
+/* ---- handshake JSON ------------------------------------------------------------ */
+
+/* The transport's fields plus the reference keys tern sets itself. */
+static char *hs_json(tern_desc *fields, const char *transport, const char *local_nic,
+                     const char *peer_nic, const char *reply_msg)
+{
+    tern_desc_set_str(fields, "transport", transport);
+    tern_desc_set_str(fields, "local_nic_path", local_nic);
+    tern_desc_set_str(fields, "peer_nic_path", peer_nic);
+    tern_desc_set_str(fields, "reply_msg", reply_msg);
+    return tern_strdup(json_object_to_json_string_ext((json_object *)fields,
+                                                      JSON_C_TO_STRING_PLAIN));
+}
+
+static char *refusal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* {"reply_msg": <why>}: the passive side's refusal. */
+static char *refusal(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
+    char *s = tern_strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+    return s;
+}
+
+/* ---- active side ------------------------------------------------------------------ */
+
+typedef struct active_ctx {
+    tern_xport *x;
+    tern_segment *seg;
+    const tern_path *path;
+    const char *key;
+    tern_connecting *c;
+    char *err;
+    size_t errlen;
+} active_ctx;
+
+/* Send our fields, read the peer's; *peer is decoded into hd. */
+static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
+{
+    tern_xport *x = a->x;
+    const tern_config *cfg = x->eng->cfg;
+    tern_desc *mine = tern_desc_new();
+    if (!mine)
+        return tern_errf(a->err, a->errlen, TERN_ERR_NOMEM, "out of memory");
+    int rc = x->ops->ep_describe(ep, mine);
+    char *req = rc ? NULL
+                   : hs_json(mine, x->pl->name, a->path->local_nic_path,
+                             a->path->peer_nic_path, "");
+    tern_desc_free(mine);
+    if (!req)
+        return tern_errf(a->err, a->errlen, rc ? rc : TERN_ERR_NOMEM,
+                         "%s: describing the endpoint failed", x->pl->name);
+    char *reply = NULL, msg[TERN_ERRMSG_MAX] = "";
+    size_t rlen = 0;
+    rc = tern_hs_request(a->seg->name, TERN_HS_CONNECTION, req, strlen(req), &reply, &rlen,
+                         cfg->handshake_max_frame, cfg->connect_timeout_ms, cfg->io_timeout_ms,
+                         msg, sizeof msg);
+    free(req);
+    if (rc)
+        return tern_errf(a->err, a->errlen, rc, "handshake with %s: %s", a->seg->name, msg);
+    rc = tern_handshake_desc_decode(reply, rlen, hd, msg, sizeof msg);
+    free(reply);
+    if (rc)
+        return tern_errf(a->err, a->errlen, rc, "handshake with %s: bad reply: %s",
+                         a->seg->name, msg);
+    return 0;
+}
+
+/* After "simultaneous open" from the peer: wait for the passive endpoint our
+ * handler inserts for the peer's attempt (conn_lock not held on entry). */
+static int active_await_passive(active_ctx *a, void **ep, tern_ep_ref **ref)
+{
+    tern_xport *x = a->x;
+    struct timespec until;
+    deadline_in(&until, handshake_budget_ms(x->eng));
+    pthread_mutex_lock(&x->conn_lock);
+    int rc = 0;
+    while (!(*ref = tern_epstore_get(x->eps, a->key, ep)) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&x->conn_cond, &x->conn_lock, &until);
+    pthread_mutex_unlock(&x->conn_lock);
+    if (*ref)
+        return 0;
+    return tern_errf(a->err, a->errlen, TERN_ERR_TIMEOUT,
+                     "simultaneous open with %s: the peer kept the active role but its "
+                     "endpoint did not arrive", a->path->peer_nic_path);
+}
+
+/* Bring a fresh active endpoint up (handshake when the transport needs it).
+ * Returns 1 when the peer keeps the active role (simultaneous open). */
+static int active_connect(active_ctx *a, void *ep)
+{
+    tern_xport *x = a->x;
+    char msg[TERN_ERRMSG_MAX] = "";
+    if (!(x->ops->caps & TERN_CAP_HANDSHAKE)) {
+        int rc = x->ops->ep_connect(ep, NULL, msg, sizeof msg);
+        return rc ? tern_errf(a->err, a->errlen, rc, "%s: connecting to %s failed: %s",
+                              x->pl->name, a->path->peer_nic_path, msg)
+                  : 0;
+    }
+    tern_handshake_desc hd;
+    int rc = active_exchange(a, ep, &hd);
+    if (rc)
+        return rc;
+    if (hd.reply_msg[0]) {
+        int simul = strncmp(hd.reply_msg, "simultaneous open", 17) == 0;
+        rc = simul ? 1
+                   : tern_errf(a->err, a->errlen, TERN_ERR_REFUSED, "peer %s refused: %s",
+                               a->seg->name, hd.reply_msg);
+    } else {
+        rc = x->ops->ep_connect(ep, hd.fields, msg, sizeof msg);
+        if (rc)
+            tern_errf(a->err, a->errlen, rc, "%s: connecting to %s failed: %s", x->pl->name,
+                      a->path->peer_nic_path, msg);
+    }
+    tern_handshake_desc_clear(&hd);
+    return rc;
+}
+
+/* Insert our new endpoint; replace a passive one inserted while we were
+ * connecting if we yielded (see the rule at the top). */
+static void active_insert(active_ctx *a, void *newep, void **ep, tern_ep_ref **ref)
+{
+    tern_xport *x = a->x;
+    pthread_mutex_lock(&x->conn_lock);
+    int rc = tern_epstore_insert(x->eps, a->key, newep, ep, ref);
+    if (rc == TERN_ERR_EXISTS && a->c->yielded) {
+        tern_epstore_release(x->eps, *ref);
+        tern_epstore_remove(x->eps, a->key);
+        rc = tern_epstore_insert(x->eps, a->key, newep, ep, ref);
+    }
+    pthread_mutex_unlock(&x->conn_lock);
+    if (rc == TERN_ERR_EXISTS)
+        x->ops->ep_close(newep); /* someone else's is as good */
+}
+
+static int active_open(active_ctx *a, void **ep, tern_ep_ref **ref)
+{
+    tern_xport *x = a->x;
+    char msg[TERN_ERRMSG_MAX] = "";
+    tern_ep_params p = {
+        .struct_size = sizeof p, .local_dev = a->path->local_dev,
+        .peer_dev = a->path->peer_dev, .peer_name = a->seg->name,
+        .peer_nic_path = a->path->peer_nic_path, .local_nic_path = a->path->local_nic_path,
+        .peer_segment = a->seg->st->addr, .passive = 0};
+    tern_desc *empty = NULL;
+    if (!p.peer_segment)
+        p.peer_segment = empty = tern_desc_new();
+    void *newep = NULL;
+    int rc = x->ops->ep_open(x->pl->ctx, &p, &newep, msg, sizeof msg);
+    tern_desc_free(empty);
+    if (rc)
+        return tern_errf(a->err, a->errlen, rc, "%s: opening an endpoint to %s failed: %s",
+                         x->pl->name, a->path->peer_nic_path, msg);
+    rc = active_connect(a, newep);
+    if (rc) {
+        x->ops->ep_close(newep);
+        return rc == 1 ? active_await_passive(a, ep, ref) : rc;
+    }
+    active_insert(a, newep, ep, ref);
+    return 0;
+}
+
+int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, void **ep,
+                      tern_ep_ref **ref, char *err, size_t errlen)
+{
+    char key[400];
+    tern_epstore_key(key, sizeof key, nic_of(path->local_nic_path), path->peer_nic_path);
+    if ((*ref = tern_epstore_get(x->eps, key, ep)) != NULL)
+        return 0;
+    pthread_mutex_lock(&x->conn_lock);
+    while (!(*ref = tern_epstore_get(x->eps, key, ep)) && connecting_find(x, key))
+        pthread_cond_wait(&x->conn_cond, &x->conn_lock); /* one connect per key */
+    if (*ref) {
+        pthread_mutex_unlock(&x->conn_lock);
+        return 0;
+    }
+    tern_connecting *c = calloc(1, sizeof *c);
+    if (!c) {
+        pthread_mutex_unlock(&x->conn_lock);
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+    }
+    tern_strlcpy(c->key, key, sizeof c->key);
+    tern_strlcpy(c->local_nic_path, path->local_nic_path, sizeof c->local_nic_path);
+    c->next = x->connecting;
+    x->connecting = c;
+    pthread_mutex_unlock(&x->conn_lock);
+
+    active_ctx a = {x, seg, path, key, c, err, errlen};
+    int rc = active_open(&a, ep, ref);
+
+    pthread_mutex_lock(&x->conn_lock);
+    connecting_remove(x, c);
+    pthread_cond_broadcast(&x->conn_cond);
+    pthread_mutex_unlock(&x->conn_lock);
+    free(c);
+    return rc;
+}
+
+/* ---- passive side (our daemon got a Connection frame) ------------------------------- */
+
+static tern_xport *xport_named(tern_engine *e, const char *name)
+{
+    for (size_t i = 0; i < e->nxports; i++)
+        if (name[0] ? strcmp(e->xports[i].pl->name, name) == 0
+                    : (e->xports[i].ops->caps & TERN_CAP_HANDSHAKE) != 0)
+            return &e->xports[i]; /* no "transport" key: a reference peer */
+    return NULL;
+}
+
+static int device_index(const tern_xport *x, const char *name)
+{
+    for (int i = 0; i < x->pl->ndevices; i++)
+        if (strcmp(x->pl->devices[i].name, name) == 0)
+            return i;
+    return TERN_ERR_NOT_FOUND;
+}
+
+/* The peer's segment blob if we have its segment open, else an empty one. */
+static tern_desc *peer_blob(tern_engine *e, const tern_xport *x, const char *peer_name)
+{
+    tern_desc *copy = NULL;
+    pthread_mutex_lock(&e->seglock);
+    for (int i = 0; i < TERN_MAX_SEGMENTS && !copy; i++) {
+        tern_segment *s = e->segs[i];
+        if (!s || !s->used || strcmp(s->name, peer_name) != 0)
+            continue;
+        pthread_rwlock_rdlock(&s->lock);
+        const tern_seg_transport *st = s->desc ? tern_segment_find_transport(s->desc,
+                                                                             x->pl->name)
+                                               : NULL;
+        json_object *o = NULL;
+        if (st && st->addr && json_object_deep_copy((json_object *)st->addr, &o, NULL) == 0)
+            copy = (tern_desc *)o;
+        pthread_rwlock_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&e->seglock);
+    return copy ? copy : tern_desc_new();
+}
+
+typedef struct passive_ctx {
+    tern_engine *e;
+    tern_xport *x;
+    tern_handshake_desc *hd;
+    int dev;
+    char key[400];
+    char my_nic[320];
+    char peer_name[320];
+} passive_ctx;
+
+/* Open and connect the passive endpoint; on failure msg says why. */
+static int passive_open(passive_ctx *p, void **out, char *msg, size_t msglen)
+{
+    tern_xport *x = p->x;
+    tern_desc *blob = peer_blob(p->e, x, p->peer_name);
+    tern_ep_params prm = {
+        .struct_size = sizeof prm, .local_dev = p->dev, .peer_dev = 0,
+        .peer_name = p->peer_name, .peer_nic_path = p->hd->local_nic_path,
+        .local_nic_path = p->my_nic, .peer_segment = blob, .passive = 1};
+    void *ep = NULL;
+    int rc = x->ops->ep_open(x->pl->ctx, &prm, &ep, msg, msglen);
+    tern_desc_free(blob);
+    if (rc)
+        return rc;
+    rc = x->ops->ep_connect(ep, p->hd->fields, msg, msglen);
+    if (rc) {
+        x->ops->ep_close(ep);
+        return rc;
+    }
+    *out = ep;
+    return 0;
+}
+
+/* Insert (replacing any endpoint for the key) and flag our own in-flight
+ * attempt as yielded; wakes an active side waiting for it. */
+static void passive_insert(passive_ctx *p, void *ep)
+{
+    tern_xport *x = p->x;
+    void *cur = NULL;
+    tern_ep_ref *ref = NULL;
+    pthread_mutex_lock(&x->conn_lock);
+    tern_epstore_remove(x->eps, p->key);
+    if (tern_epstore_insert(x->eps, p->key, ep, &cur, &ref) == TERN_ERR_EXISTS)
+        x->ops->ep_close(ep);
+    if (ref)
+        tern_epstore_release(x->eps, ref);
+    tern_connecting *c = connecting_find(x, p->key);
+    if (c)
+        c->yielded = 1;
+    pthread_cond_broadcast(&x->conn_cond);
+    pthread_mutex_unlock(&x->conn_lock);
+}
+
+static char *passive_reply(passive_ctx *p, void *ep)
+{
+    tern_desc *mine = tern_desc_new();
+    char *json = NULL;
+    if (mine && p->x->ops->ep_describe(ep, mine) == 0)
+        json = hs_json(mine, p->x->pl->name, p->my_nic, p->hd->local_nic_path, "");
+    tern_desc_free(mine);
+    return json;
+}
+
+/* The tie-break: refuse when an active attempt for the key runs here and
+ * our local_nic_path is the smaller one. */
+static int passive_keeps_out(passive_ctx *p)
+{
+    pthread_mutex_lock(&p->x->conn_lock);
+    tern_connecting *c = connecting_find(p->x, p->key);
+    int refuse = c && strcmp(c->local_nic_path, p->hd->local_nic_path) < 0;
+    pthread_mutex_unlock(&p->x->conn_lock);
+    return refuse;
+}
+
+static char *passive_run(passive_ctx *p)
+{
+    tern_xport *x = p->x;
+    const char *dev = nic_of(p->hd->peer_nic_path);
+    p->dev = device_index(x, dev);
+    if (p->dev < 0)
+        return refusal("no %s device '%s' here", x->pl->name, dev);
+    snprintf(p->my_nic, sizeof p->my_nic, "%s@%s", p->e->server_name, dev);
+    tern_strlcpy(p->peer_name, p->hd->local_nic_path, sizeof p->peer_name);
+    char *at = strrchr(p->peer_name, '@');
+    if (at)
+        *at = '\0';
+    tern_epstore_key(p->key, sizeof p->key, dev, p->hd->local_nic_path);
+    if (passive_keeps_out(p))
+        return refusal("simultaneous open: %s keeps the active role towards %s", p->my_nic,
+                       p->hd->local_nic_path);
+    char msg[TERN_ERRMSG_MAX] = "";
+    void *ep = NULL;
+    int rc = passive_open(p, &ep, msg, sizeof msg);
+    if (rc)
+        return refusal("%s: %s", x->pl->name, msg[0] ? msg : tern_strerror(rc));
+    char *reply = passive_reply(p, ep);
+    if (!reply) {
+        x->ops->ep_close(ep);
+        return refusal("%s: describing the endpoint failed", x->pl->name);
+    }
+    passive_insert(p, ep);
+    return reply;
+}
+
+char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
+{
+    tern_handshake_desc hd;
+    char msg[512] = "";
+    if (tern_handshake_desc_decode(json, len, &hd, msg, sizeof msg) != 0)
+        return refusal("bad handshake descriptor: %s", msg);
+    passive_ctx p = {.e = e, .hd = &hd};
+    char *reply;
+    if (!(p.x = xport_named(e, hd.transport)))
+        reply = refusal("transport '%s' is not loaded on %s", hd.transport[0] ? hd.transport
+                                                                              : "(none named)",
+                        e->server_name);
+    else if (!(p.x->ops->caps & TERN_CAP_HANDSHAKE))
+        reply = refusal("transport '%s' on %s takes no handshake", p.x->pl->name,
+                        e->server_name);
+    else
+        reply = passive_run(&p);
+    tern_handshake_desc_clear(&hd);
+    return reply;
+}

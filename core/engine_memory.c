@@ -1,0 +1,312 @@
+/* core/engine_memory.c: registered memory and the local segment descriptor.
+ *
+ * Buffers are kept sorted by address (binary search for slicing and
+ * validation).  Every change rebuilds our descriptor, keeps a decoded copy
+ * for path choice (tern_path_choose reads buffers and keys from it) and
+ * publishes the JSON through the metadata backend. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+/* Index of the first buffer whose addr > a. */
+static size_t upper_bound(const tern_engine *e, uint64_t a)
+{
+    size_t lo = 0, hi = e->nbufs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->bufs[mid].addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const tern_membuf *tern_engine_find_buf(const tern_engine *e, uint64_t addr)
+{
+    size_t i = upper_bound(e, addr);
+    if (i == 0)
+        return NULL;
+    const tern_membuf *b = &e->bufs[i - 1];
+    return addr - b->addr < b->len ? b : NULL;
+}
+
+uint64_t tern_engine_covered(const tern_engine *e, uint64_t addr, uint64_t len)
+{
+    uint64_t done = 0;
+    while (done < len) {
+        const tern_membuf *b = tern_engine_find_buf(e, addr + done);
+        if (!b)
+            break;
+        done += b->addr + b->len - (addr + done);
+    }
+    return done < len ? done : len;
+}
+
+/* ---- descriptor ----------------------------------------------------------- */
+
+static uint16_t tcp_data_port(const tern_engine *e)
+{
+    for (size_t i = 0; i < e->nxports; i++) {
+        uint64_t port = 0;
+        if (strcmp(e->xports[i].pl->name, "tcp") == 0 &&
+            tern_desc_get_u64(e->xports[i].blob, "port", &port) == 0 && port <= 65535)
+            return (uint16_t)port;
+    }
+    return 0;
+}
+
+static int build_buffers(const tern_engine *e, tern_segment_desc *d)
+{
+    d->buffers = calloc(e->nbufs ? e->nbufs : 1, sizeof *d->buffers);
+    if (!d->buffers)
+        return TERN_ERR_NOMEM;
+    for (size_t i = 0; i < e->nbufs; i++, d->nbuffers++) {
+        const tern_membuf *m = &e->bufs[i];
+        tern_buffer_desc *b = &d->buffers[i];
+        tern_strlcpy(b->location, m->location, sizeof b->location);
+        b->addr = m->addr;
+        b->length = m->len;
+        b->keys = calloc(e->nxports, sizeof *b->keys);
+        if (!b->keys)
+            return TERN_ERR_NOMEM;
+        for (size_t t = 0; t < e->nxports; t++, b->nkeys++) {
+            tern_buffer_keys *k = &b->keys[t];
+            tern_strlcpy(k->transport, e->xports[t].pl->name, sizeof k->transport);
+            k->ndev = m->keys[t].ndev;
+            memcpy(k->lkey, m->keys[t].lkey, sizeof k->lkey);
+            memcpy(k->rkey, m->keys[t].rkey, sizeof k->rkey);
+        }
+    }
+    return 0;
+}
+
+static int build_transports(const tern_engine *e, tern_segment_desc *d)
+{
+    d->transports = calloc(e->nxports, sizeof *d->transports);
+    if (!d->transports)
+        return TERN_ERR_NOMEM;
+    for (size_t i = 0; i < e->nxports; i++, d->ntransports++) {
+        const tern_xport *x = &e->xports[i];
+        tern_seg_transport *t = &d->transports[i];
+        tern_strlcpy(t->name, x->pl->name, sizeof t->name);
+        t->devices = calloc(x->pl->ndevices ? x->pl->ndevices : 1, sizeof *t->devices);
+        if (!t->devices)
+            return TERN_ERR_NOMEM;
+        for (int k = 0; k < x->pl->ndevices; k++, t->ndevices++) {
+            tern_strlcpy(t->devices[k].name, x->pl->devices[k].name, TERN_NAME_MAX);
+            t->devices[k].lid = x->pl->devices[k].lid;
+            tern_strlcpy(t->devices[k].gid, x->pl->devices[k].gid, sizeof t->devices[k].gid);
+        }
+        t->topology = x->topo; /* borrowed: not freed below */
+        t->addr = x->blob;     /* borrowed */
+    }
+    return 0;
+}
+
+/* Frees what build_* allocated (not the borrowed topology and blob). */
+static void build_free(tern_segment_desc *d)
+{
+    for (size_t i = 0; i < d->nbuffers; i++)
+        free(d->buffers[i].keys);
+    free(d->buffers);
+    for (size_t i = 0; i < d->ntransports; i++)
+        free(d->transports[i].devices);
+    free(d->transports);
+}
+
+static char *encode_local(const tern_engine *e)
+{
+    tern_segment_desc d;
+    memset(&d, 0, sizeof d);
+    tern_strlcpy(d.name, e->server_name, sizeof d.name);
+    tern_strlcpy(d.protocol, e->xports[0].pl->name, sizeof d.protocol);
+    d.tcp_data_port = tcp_data_port(e);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    d.timestamp = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+    char *json = NULL;
+    if (build_buffers(e, &d) == 0 && build_transports(e, &d) == 0)
+        json = tern_segment_desc_encode(&d);
+    build_free(&d);
+    return json;
+}
+
+int tern_engine_publish_locked(tern_engine *e, char *err, size_t errlen)
+{
+    char *json = encode_local(e);
+    if (!json)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "encoding our segment descriptor failed");
+    tern_segment_desc *d = NULL;
+    int rc = tern_segment_desc_decode(json, strlen(json), &d, err, errlen);
+    if (rc == 0)
+        rc = tern_metadata_publish(e->md, e->server_name, json, err, errlen);
+    if (rc) {
+        free(json);
+        tern_segment_desc_free(d);
+        return rc;
+    }
+    free(e->local_json);
+    tern_segment_desc_free(e->local_desc);
+    e->local_json = json;
+    e->local_desc = d;
+    return 0;
+}
+
+/* ---- registration ------------------------------------------------------------ */
+
+static void mr_release(tern_engine *e, tern_membuf *m, size_t upto)
+{
+    for (size_t t = 0; t < upto; t++)
+        if (m->mr[t])
+            e->xports[t].ops->mr_deregister(e->xports[t].pl->ctx, m->mr[t]);
+}
+
+static int mr_acquire(tern_engine *e, tern_membuf *m)
+{
+    for (size_t t = 0; t < e->nxports; t++) {
+        tern_xport *x = &e->xports[t];
+        char msg[512] = "";
+        int rc = x->ops->mr_register(x->pl->ctx, (void *)(uintptr_t)m->addr, m->len,
+                                     &m->keys[t], &m->mr[t], msg, sizeof msg);
+        if (rc) {
+            mr_release(e, m, t);
+            return tern_engine_fail(e, rc, "register [0x%llx, +%llu) with transport %s: %s",
+                                    (unsigned long long)m->addr, (unsigned long long)m->len,
+                                    x->pl->name, msg[0] ? msg : tern_strerror(rc));
+        }
+    }
+    return 0;
+}
+
+static int check_new_range(tern_engine *e, uint64_t a, uint64_t len)
+{
+    size_t i = upper_bound(e, a + len - 1);
+    if (i == 0)
+        return 0;
+    const tern_membuf *b = &e->bufs[i - 1];
+    if (b->addr + b->len <= a)
+        return 0;
+    return tern_engine_fail(e, TERN_ERR_EXISTS,
+                            "register [0x%llx, 0x%llx): overlaps the registered [0x%llx, 0x%llx)",
+                            (unsigned long long)a, (unsigned long long)(a + len),
+                            (unsigned long long)b->addr, (unsigned long long)(b->addr + b->len));
+}
+
+static int bufs_insert(tern_engine *e, const tern_membuf *m)
+{
+    if (e->nbufs == e->capbufs) {
+        size_t cap = e->capbufs ? e->capbufs * 2 : 16;
+        tern_membuf *nb = realloc(e->bufs, cap * sizeof *nb);
+        if (!nb)
+            return TERN_ERR_NOMEM;
+        e->bufs = nb;
+        e->capbufs = cap;
+    }
+    size_t i = upper_bound(e, m->addr);
+    memmove(&e->bufs[i + 1], &e->bufs[i], (e->nbufs - i) * sizeof *m);
+    e->bufs[i] = *m;
+    e->nbufs++;
+    return 0;
+}
+
+static void bufs_remove(tern_engine *e, size_t i)
+{
+    memmove(&e->bufs[i], &e->bufs[i + 1], (e->nbufs - i - 1) * sizeof e->bufs[0]);
+    e->nbufs--;
+}
+
+static int register_locked(tern_engine *e, tern_membuf *m)
+{
+    int rc = check_new_range(e, m->addr, m->len);
+    if (rc)
+        return rc;
+    if (e->nbufs >= TERN_DESC_MAX_BUFFERS)
+        return tern_engine_fail(e, TERN_ERR_INVAL, "register: already %d buffers registered",
+                                TERN_DESC_MAX_BUFFERS);
+    if ((rc = mr_acquire(e, m)) != 0)
+        return rc;
+    if (bufs_insert(e, m) != 0) {
+        mr_release(e, m, e->nxports);
+        return tern_engine_fail(e, TERN_ERR_NOMEM, "register: out of memory");
+    }
+    char msg[TERN_ERRMSG_MAX] = "";
+    rc = tern_engine_publish_locked(e, msg, sizeof msg);
+    if (rc) { /* keep registration and descriptor in step */
+        bufs_remove(e, upper_bound(e, m->addr) - 1);
+        mr_release(e, m, e->nxports);
+        return tern_engine_fail(e, rc, "register: publishing the descriptor failed: %s", msg);
+    }
+    return 0;
+}
+
+TERN_EXPORT int tern_register_memory(tern_engine *e, void *addr, size_t len,
+                                     const char *location)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    if (!addr || !len)
+        return tern_engine_fail(e, TERN_ERR_INVAL, "register: %s", !addr ? "address is NULL"
+                                                                          : "length is 0");
+    uint64_t a = (uintptr_t)addr;
+    if (len > UINT64_MAX - a)
+        return tern_engine_fail(e, TERN_ERR_INVAL, "register: 0x%llx + %zu overflows",
+                                (unsigned long long)a, len);
+    tern_membuf *m = calloc(1, sizeof *m);
+    if (!m)
+        return tern_engine_fail(e, TERN_ERR_NOMEM, "register: out of memory");
+    m->addr = a;
+    m->len = len;
+    if (location && *location && strcmp(location, "*") != 0)
+        tern_strlcpy(m->location, location, sizeof m->location);
+    else
+        tern_memory_location(addr, m->location, sizeof m->location);
+    pthread_rwlock_wrlock(&e->memlock);
+    int rc = register_locked(e, m);
+    pthread_rwlock_unlock(&e->memlock);
+    free(m);
+    if (rc == 0)
+        tern_engine_clear_error(e);
+    return rc;
+}
+
+TERN_EXPORT int tern_unregister_memory(tern_engine *e, void *addr)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    uint64_t a = (uintptr_t)addr;
+    pthread_rwlock_wrlock(&e->memlock);
+    size_t i = upper_bound(e, a);
+    if (i == 0 || e->bufs[i - 1].addr != a) {
+        pthread_rwlock_unlock(&e->memlock);
+        return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
+                                "unregister: no buffer registered at %p", addr);
+    }
+    tern_membuf m = e->bufs[i - 1];
+    bufs_remove(e, i - 1);
+    mr_release(e, &m, e->nxports);
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_engine_publish_locked(e, msg, sizeof msg);
+    pthread_rwlock_unlock(&e->memlock);
+    if (rc)
+        return tern_engine_fail(e, rc, "unregister: publishing the descriptor failed: %s", msg);
+    return 0;
+}
+
+void tern_engine_memory_free(tern_engine *e)
+{
+    for (size_t i = 0; i < e->nbufs; i++)
+        mr_release(e, &e->bufs[i], e->nxports);
+    free(e->bufs);
+    e->bufs = NULL;
+    e->nbufs = e->capbufs = 0;
+    free(e->local_json);
+    tern_segment_desc_free(e->local_desc);
+    e->local_json = NULL;
+    e->local_desc = NULL;
+}
