@@ -26,7 +26,8 @@
 #include "tern/errors.h"
 #include "util.h"
 
-#define HS_WORKERS 8
+#define HS_WORKERS_START 4
+#define HS_WORKERS 64 /* handlers block on I/O (QP bring-up): grow up to this */
 #define HS_DEFAULT_IO_TIMEOUT_MS 5000
 #define HS_DEFAULT_MAX_CONN 1024
 
@@ -172,6 +173,8 @@ struct tern_hs_server {
     pthread_t loop;
     pthread_t workers[HS_WORKERS];
     int nworkers;
+    int idle;           /* workers waiting for a request */
+    int queued;         /* requests waiting for a worker */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     hs_conn *work_head, *work_tail;
@@ -267,11 +270,14 @@ static void *worker_main(void *arg)
     tern_hs_server *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
+        s->idle++;
         while (!s->stop_workers && !s->work_head)
             pthread_cond_wait(&s->cv, &s->mu);
+        s->idle--;
         if (s->stop_workers)
             break;
         hs_conn *c = q_pop(&s->work_head, &s->work_tail);
+        s->queued--;
         pthread_mutex_unlock(&s->mu);
         conn_process(s, c);
         pthread_mutex_lock(&s->mu);
@@ -365,7 +371,13 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
         c->state = C_WORK;
         pthread_mutex_lock(&s->mu);
         q_push(&s->work_head, &s->work_tail, c);
+        s->queued++;
         pthread_cond_signal(&s->cv);
+        /* More requests than idle workers (they block in handlers): add one,
+         * up to the cap. */
+        if (s->queued > s->idle && s->nworkers < HS_WORKERS &&
+            pthread_create(&s->workers[s->nworkers], NULL, worker_main, s) == 0)
+            s->nworkers++;
         pthread_mutex_unlock(&s->mu);
         return;
     }
@@ -569,9 +581,11 @@ int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out, char 
         return rc;
     }
     set_accepting(s, 1);
-    for (; s->nworkers < HS_WORKERS; s->nworkers++)
+    pthread_mutex_lock(&s->mu);
+    for (; s->nworkers < HS_WORKERS_START; s->nworkers++)
         if (pthread_create(&s->workers[s->nworkers], NULL, worker_main, s) != 0)
             break;
+    pthread_mutex_unlock(&s->mu);
     if (s->nworkers == 0 || pthread_create(&s->loop, NULL, loop_main, s) != 0) {
         s->stop_workers = 1;
         pthread_cond_broadcast(&s->cv);
