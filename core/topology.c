@@ -32,6 +32,7 @@
  * available, in the order the matrix gives them. */
 typedef struct topo_entry {
     char loc[TOPO_LOC_MAX];
+    uint32_t hash, len;       /* of loc: one compare per entry on lookup */
     int n, npref;
     int dev[TERN_MAX_DEVICES];
 } topo_entry;
@@ -44,8 +45,11 @@ struct tern_topology {
     size_t nent;
     size_t wildcard;          /* index of "*" in ent (always present) */
     int policy;               /* TERN_SELECT_* */
-    _Atomic uint64_t rng;     /* splitmix64 state */
-    _Atomic uint64_t rr;      /* round-robin counter */
+    /* Written on every retry-0 pick: each on its own cache line, so that
+     * the read-mostly fields above are not invalidated on other cores. */
+    _Alignas(64) _Atomic uint64_t rng; /* splitmix64 state */
+    _Alignas(64) _Atomic uint64_t rr;  /* round-robin counter */
+    char pad[64 - sizeof(uint64_t)];
 };
 
 /* ---- construction helpers ------------------------------------------------ */
@@ -113,20 +117,43 @@ static int topo_find_name(const tern_topology *t, const char *name)
     return -1;
 }
 
+/* FNV-1a of a location and its length; 0 length when longer than any key. */
+static uint32_t topo_loc_hash(const char *loc, uint32_t *len)
+{
+    uint32_t h = 2166136261u, n = 0;
+    for (; loc[n]; n++) {
+        if (n + 1 >= TOPO_LOC_MAX) {
+            *len = 0;
+            return 0;
+        }
+        h = (h ^ (unsigned char)loc[n]) * 16777619u;
+    }
+    *len = n;
+    return h;
+}
+
 static topo_entry *topo_add_entry(tern_topology *t, const char *loc)
 {
     topo_entry *e = &t->ent[t->nent++];
     tern_strlcpy(e->loc, loc, sizeof(e->loc));
+    e->hash = topo_loc_hash(e->loc, &e->len);
     return e;
 }
 
+/* Hot path: the hash and length rule out the other entries without a
+ * string compare. */
 static const topo_entry *topo_find_entry(const tern_topology *t, const char *loc)
 {
     if (!loc)
         return NULL;
-    for (size_t i = 0; i < t->nent; i++)
-        if (strcmp(t->ent[i].loc, loc) == 0)
-            return &t->ent[i];
+    uint32_t len, h = topo_loc_hash(loc, &len);
+    if (len == 0)
+        return NULL;
+    for (size_t i = 0; i < t->nent; i++) {
+        const topo_entry *e = &t->ent[i];
+        if (e->hash == h && e->len == len && memcmp(e->loc, loc, len) == 0)
+            return e;
+    }
     return NULL;
 }
 
@@ -582,6 +609,8 @@ static int path_dev_index(const tern_topology *topo, int d, const tern_seg_trans
     if (!st || st->ndevices == 0)
         return d;
     const char *name = topo->names[d];
+    if ((size_t)d < st->ndevices && strcmp(st->devices[d].name, name) == 0)
+        return d;  /* the usual case: the same order */
     for (size_t i = 0; i < st->ndevices; i++)
         if (strcmp(st->devices[i].name, name) == 0)
             return (int)i;
@@ -635,6 +664,19 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
     return 0;
 }
 
+/* "server@nic": memcpy, as snprintf costs more than the rest of the choice. */
+static void path_join(char *out, size_t outlen, const char *server, const char *nic)
+{
+    size_t a = strlen(server), b = strlen(nic);
+    if (a + 1 + b >= outlen) { /* not with the descriptor's sizes; truncate */
+        snprintf(out, outlen, "%s@%s", server, nic);
+        return;
+    }
+    memcpy(out, server, a);
+    out[a] = '@';
+    memcpy(out + a + 1, nic, b + 1);
+}
+
 int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local_topo,
                      const struct tern_segment_desc *peer, tern_topology *peer_topo,
                      const char *transport, uint64_t local_addr, uint64_t remote_addr,
@@ -651,7 +693,7 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                        &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
     if (rc)
         return rc;
-    snprintf(out->local_nic_path, sizeof(out->local_nic_path), "%s@%s", local->name, lname);
-    snprintf(out->peer_nic_path, sizeof(out->peer_nic_path), "%s@%s", peer->name, pname);
+    path_join(out->local_nic_path, sizeof(out->local_nic_path), local->name, lname);
+    path_join(out->peer_nic_path, sizeof(out->peer_nic_path), peer->name, pname);
     return 0;
 }
