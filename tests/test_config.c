@@ -4,6 +4,7 @@
  * exact message (origin:line:col: key.path: expected ..., got ...), option
  * checks against a plugin's table, the JSON form, the shipped config files,
  * and a deterministic mutation run that hostile input cannot crash. */
+#define _GNU_SOURCE /* setenv, mkstemp, strdup */
 #include <criterion/criterion.h>
 #include <json-c/json.h>
 #include <stdio.h>
