@@ -116,6 +116,10 @@ static int cfg_err(cfgctx *c, int line, int col, const char *path, const char *f
         vsnprintf(c->err + k, c->errlen - (size_t)k, fmt, ap);
         va_end(ap);
     }
+    /* keys and libyaml text come from the input: no control characters */
+    for (char *p = c->err; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     return TERN_ERR_CONFIG;
 }
 
@@ -138,11 +142,12 @@ static const char *show_text(const char *t, char *buf, size_t len)
         snprintf(buf, len, "%s", t);
         return buf;
     }
-    size_t o = 0, max = len > 8 ? len - 6 : 0;
+    /* len >= 16 at every call site: room for the quotes, "..." and NUL */
+    size_t o = 0, i = 0, max = len - 6;
     buf[o++] = '"';
-    for (size_t i = 0; t[i] && o < max; i++)
+    for (; t[i] && o < max; i++)
         buf[o++] = isprint((unsigned char)t[i]) ? t[i] : '?';
-    if (o >= max && max)
+    if (t[i])
         buf[o++] = '.', buf[o++] = '.', buf[o++] = '.';
     buf[o++] = '"';
     buf[o] = '\0';

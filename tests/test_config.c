@@ -4,7 +4,9 @@
  * exact message (origin:line:col: key.path: expected ..., got ...), option
  * checks against a plugin's table, the JSON form, the shipped config files,
  * and a deterministic mutation run that hostile input cannot crash. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* setenv, mkstemp, strdup */
+#endif
 #include <criterion/criterion.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -568,6 +570,21 @@ Test(config, error_hostile_sizes)
     free(items);
     /* an escaped NUL inside a double-quoted scalar */
     expect_err("cluster_id: \"a\\0b\"\n", "t.yaml:1:13: cluster_id: expected text, got a NUL byte");
+}
+
+Test(config, error_text_is_sanitised_and_bounded)
+{
+    expect_err("\"a\\tb\\x1b[31m\": 1\n",
+               "t.yaml:1:1: a?b?[31m: expected a top-level key (see docs/configuration.md), got "
+               "unknown key \"a?b?[31m\"");
+    char yaml[256], msg[512], xs[128];
+    memset(xs, 'x', 100);
+    xs[100] = '\0';
+    snprintf(yaml, sizeof yaml, "cluster_id: %s\n", xs);
+    xs[57] = '\0';
+    snprintf(msg, sizeof msg, "t.yaml:1:1: cluster_id: expected a name of 1..64 characters from "
+                              "A-Z a-z 0-9 . _ -, got \"%s...\"", xs);
+    expect_err(yaml, msg);
 }
 
 Test(config, error_nul_byte_in_file)
