@@ -471,6 +471,38 @@ char *tern_topology_to_text(const tern_topology *t)
     return s;
 }
 
+/* Drop the devices the allow-list does not name from every location (for a
+ * matrix given as JSON; discovery filters as it builds).  Only before the
+ * topology is shared: it rewrites the lists in place. */
+int tern_topology_restrict(tern_topology *t, const char *const *allow, size_t nallow,
+                           char *err, size_t errlen)
+{
+    if (!t)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "topology: none to restrict");
+    if (!allow || nallow == 0)
+        return 0;
+    int left = 0;
+    for (size_t i = 0; i < t->nent; i++) {
+        topo_entry *e = &t->ent[i];
+        int n = 0, npref = 0;
+        for (int k = 0; k < e->n; k++) {
+            if (!topo_allowed(t->names[e->dev[k]], allow, nallow))
+                continue;
+            e->dev[n++] = e->dev[k];
+            if (k < e->npref)
+                npref++;
+        }
+        e->n = n;
+        e->npref = npref;
+        left += n;
+    }
+    if (left == 0)
+        return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                         "topology: the device allow-list keeps none of the matrix's devices "
+                         "(first allowed name is '%s'); check device_allow", allow[0]);
+    return 0;
+}
+
 /* ---- queries ----------------------------------------------------------- */
 
 int tern_topology_device_count(const tern_topology *t) { return t ? t->ndev : 0; }

@@ -37,18 +37,33 @@ int tern_topology_device_index(const tern_topology *t, const char *name);
  * retry 0: random (or round-robin) among preferred, else available;
  * retry k>=1: ordered walk (k-1) mod (|pref|+|avail|), preferred first;
  * unknown location -> "*"; a hint naming a listed device wins; devices
- * marked down are skipped without renumbering. Thread-safe. */
+ * marked down are skipped without renumbering. Thread-safe.
+ * Details (topology.c): at retry 0 the pick is uniform among the preferred
+ * devices that are up, else among the available ones that are up; the hint
+ * wins at retry 0 only (and only when that device is up), so retries still
+ * walk every device; at retry k a down device's turn goes to the next device
+ * up in the order; when the location's lists have no device up, "*" is
+ * tried.  Lock-free: the matrix is immutable, down flags are atomics. */
 int tern_topology_select(tern_topology *t, const char *location, int retry,
                          const char *hint);
 void tern_topology_mark_down(tern_topology *t, int dev, int down);
 
-/* Memory location of addr via libnuma ("cpu:N"), or "*" if unknown. */
+/* Memory location of addr via libnuma ("cpu:N"), or "*" if unknown.  Uses
+ * move_pages() with no target nodes, which only queries: a page never
+ * touched is not faulted in and reports "*" (so does a machine without
+ * NUMA support). */
 void tern_memory_location(const void *addr, char *out, size_t outlen);
 
 /* Two-level path choice for one slice (seed 001), used by every transport:
  * the local buffer's location + local topology -> local device; the peer
  * buffer's location + the peer's published topology -> peer device, its
- * rkey, and the peer NIC path "peer_name@device". */
+ * rkey, and the peer NIC path "peer_name@device".
+ * A NULL topology means the descriptor's own ("priority_matrix" of that
+ * transport).  local_dev/peer_dev index the descriptor's device list for
+ * `transport` (resolved by name, so a matrix in another order still gets
+ * the right key).  Errors: TERN_ERR_RANGE when no buffer covers the range
+ * (a stale peer descriptor: refetch once), TERN_ERR_NOT_FOUND for no keys
+ * or no device up, TERN_ERR_PROTOCOL when keys and devices disagree. */
 struct tern_segment_desc;
 typedef struct tern_path {
     int local_dev;
@@ -70,5 +85,10 @@ int tern_topology_is_down(const tern_topology *t, int dev);
 /* One line per location ("cpu:0    preferred: a b  available: c"), for
  * tern-info's text form; malloc()ed. */
 char *tern_topology_to_text(const tern_topology *t);
+/* Apply a device allow-list to a built topology (e.g. one read from a JSON
+ * file): unlisted devices leave every location.  Call before the topology
+ * is shared (it edits in place).  TERN_ERR_NOT_FOUND when nothing is left. */
+int tern_topology_restrict(tern_topology *t, const char *const *allow, size_t nallow,
+                           char *err, size_t errlen);
 
 #endif

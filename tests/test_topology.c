@@ -274,6 +274,28 @@ Test(json, malformed_refused_with_key)
     cr_assert_eq(tern_topology_from_json(NULL, NULL, 0, 0, &t, err, sizeof err), TERN_ERR_INVAL);
 }
 
+/* An allow-list applied to a given matrix. */
+Test(json, restrict_by_allow_list)
+{
+    tern_topology *t = discover(FIX "two_nodes_four_nics", 4, NULL, 0, 0);
+    char *a = tern_topology_to_json(t);
+    tern_topology *u = from_json(a, NULL, 0, 0);
+    const char *allow[] = {"mlx5_3", "mlx5_0"};
+    cr_assert_eq(tern_topology_restrict(u, allow, 2, err, sizeof err), 0, "%s", err);
+    assert_json(u, "{\"cpu:0\":[[\"mlx5_0\"],[\"mlx5_3\"]],"
+                   "\"cpu:1\":[[\"mlx5_3\"],[\"mlx5_0\"]],"
+                   "\"*\":[[\"mlx5_0\",\"mlx5_3\"],[]]}");
+    cr_assert_eq(tern_topology_restrict(u, NULL, 0, err, sizeof err), 0);  /* no list: no-op */
+    const char *none[] = {"eth0"};
+    cr_assert_eq(tern_topology_restrict(u, none, 1, err, sizeof err), TERN_ERR_NOT_FOUND);
+    cr_assert(strstr(err, "allow-list"), "%s", err);
+    cr_assert_eq(tern_topology_select(u, "cpu:0", 0, NULL), TERN_ERR_NOT_FOUND);
+    cr_assert_eq(tern_topology_restrict(NULL, none, 1, err, sizeof err), TERN_ERR_INVAL);
+    free(a);
+    tern_topology_free(t);
+    tern_topology_free(u);
+}
+
 /* ---- select_device ------------------------------------------------------ */
 
 /* Each device of `want` (indices) gets within 5% of a uniform share. */
