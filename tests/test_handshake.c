@@ -514,3 +514,23 @@ Test(concurrency, five_hundred_clients_at_once, .timeout = 120)
     cr_assert_eq(atomic_load(&calls), N);
     tern_hs_server_stop(s);
 }
+
+Test(concurrency, connection_cap_holds_new_clients_in_the_backlog)
+{
+    tern_hs_options o = {.bind_host = "127.0.0.1", .io_timeout_ms = 600, .max_connections = 2,
+                         .handler = echo};
+    tern_hs_server *s = NULL;
+    cr_assert_eq(tern_hs_server_start(&o, &s, err, sizeof err), 0, "%s", err);
+    atomic_store(&calls, 0);
+    /* Two silent clients fill the cap... */
+    int a = raw_connect(s), b = raw_connect(s);
+    usleep(100 * 1000);
+    /* ...so a third waits in the backlog until they are dropped, then is served. */
+    uint64_t t0 = tern_now_ms();
+    still_serving(s);
+    uint64_t took = tern_now_ms() - t0;
+    cr_assert_geq(took, 300, "served after a slot freed (%llu ms)", (unsigned long long)took);
+    close(a);
+    close(b);
+    tern_hs_server_stop(s);
+}
