@@ -50,6 +50,10 @@ add_dependencies(test_loader tern_memcpy)
 # Install to a temporary prefix, build plugins/memcpy out of tree with only
 # pkg-config, load it by `path` from YAML with the installed tern-info.
 if(TARGET tern-info)
+  add_test(NAME test_tern_info
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_tern_info.sh
+                   ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(test_tern_info PROPERTIES TIMEOUT 120)
   add_test(NAME test_install
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_install.sh
                    ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})

@@ -5,6 +5,9 @@
 # with the installed tern-info.
 #   usage: test_install.sh <source dir> <build dir>
 set -eu
+# the system python (a pyenv shim first on PATH costs seconds per call)
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
 src=$1
 build=$2
 tmp=$(mktemp -d /tmp/tern-install-XXXXXX)
@@ -66,7 +69,7 @@ export LD_LIBRARY_PATH="$libdir"
 unset TERN_PLUGIN_PATH TERN_CONFIG
 "$prefix/bin/tern-info" --json --config "$tmp/oot.yaml" >"$tmp/oot.json" ||
     fail "tern-info --config oot.yaml exited $?"
-python3 - "$tmp/oot.json" "$tmp/oot/libtern-memcpy.so" <<'EOF' || fail "tern-info output for oot.yaml"
+"$py" - "$tmp/oot.json" "$tmp/oot/libtern-memcpy.so" <<'EOF' || fail "tern-info output for oot.yaml"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 t = doc["transports"][0]
@@ -82,7 +85,7 @@ pass "installed tern-info loads the out-of-tree memcpy by path"
 printf 'transports:\n  - name: memcpy\n    required: true\n' >"$tmp/byname.yaml"
 "$prefix/bin/tern-info" --json --config "$tmp/byname.yaml" >"$tmp/byname.json" ||
     fail "tern-info --config byname.yaml exited $?"
-python3 - "$tmp/byname.json" "$libdir/tern/libtern-memcpy.so" <<'EOF' || fail "tern-info output for byname.yaml"
+"$py" - "$tmp/byname.json" "$libdir/tern/libtern-memcpy.so" <<'EOF' || fail "tern-info output for byname.yaml"
 import json, os, sys
 doc = json.load(open(sys.argv[1]))
 t = doc["transports"][0]

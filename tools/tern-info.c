@@ -8,7 +8,9 @@
  * keys instead.  Exit status: 0 when every required transport loaded and at
  * least one loaded, 1 when loading failed (the reason on stderr, the report
  * still on stdout), 2 for a bad command line or an invalid configuration. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
