@@ -1,0 +1,28 @@
+# The RDMA verbs transport's tests.
+#  - test_rdma_pure (from the test_*.c glob): the pure attribute-building
+#    functions, no device needed; linked here with the transport's pure part.
+#  - rdma_vm: boots a Debian kernel under qemu with Soft-RoCE
+#    (tests/vm/run-in-vm.sh) and runs tern_rdma_vm_suite inside it.  Where
+#    qemu or the kernel package cannot be had, the harness prints why and
+#    exits 77, which CTest counts as skipped.
+if(TARGET tern_rdma_pure AND TARGET test_rdma_pure)
+  target_link_libraries(test_rdma_pure PRIVATE tern_rdma_pure)
+endif()
+
+if(TARGET tern_rdma)
+  add_executable(tern_rdma_vm_suite ${CMAKE_CURRENT_SOURCE_DIR}/vm/rdma_vm_suite.c)
+  target_link_libraries(tern_rdma_vm_suite PRIVATE tern_internal ${CRITERION_LIB})
+  add_dependencies(tern_rdma_vm_suite tern_rdma)
+
+  add_test(NAME rdma_vm
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/vm/run-in-vm.sh
+                   -o ${CMAKE_BINARY_DIR}/vm-out/rdma_vm -t 230
+                   $<TARGET_FILE:tern_rdma_vm_suite> --jobs 1 --verbose)
+  # The VM takes both cores for a while; 77 = qemu/kernel not available here.
+  set_tests_properties(rdma_vm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 280
+                       PROCESSORS 2 RUN_SERIAL TRUE)
+else()
+  add_test(NAME rdma_vm COMMAND sh -c
+           "echo 'rdma_vm: SKIP: the rdma transport was not built (libibverbs-dev missing)'; exit 77")
+  set_tests_properties(rdma_vm PROPERTIES SKIP_RETURN_CODE 77)
+endif()
