@@ -387,8 +387,11 @@ static void passive_insert(passive_ctx *p, void *ep)
     if (ref)
         tern_epstore_release(x->eps, ref);
     tern_connecting *c = connecting_find(x, p->key);
-    if (c)
+    if (c) {
         c->yielded = 1;
+        tern_engine_log(p->e, TERN_LOG_DEBUG, "simultaneous open with %s: yielded",
+                        p->hd->local_nic_path);
+    }
     pthread_cond_broadcast(&x->conn_cond);
     pthread_mutex_unlock(&x->conn_lock);
 }
@@ -427,14 +430,17 @@ static char *passive_run(passive_ctx *p)
     if (at)
         *at = '\0';
     tern_epstore_key(p->key, sizeof p->key, dev, p->hd->local_nic_path);
-    if (passive_keeps_out(p))
+    if (passive_keeps_out(p)) {
+        tern_engine_log(p->e, TERN_LOG_DEBUG, "simultaneous open with %s: keeping the active role",
+                        p->hd->local_nic_path);
         return refusal("simultaneous open: %s keeps the active role towards %s", p->my_nic,
                        p->hd->local_nic_path);
+    }
     char msg[TERN_ERRMSG_MAX] = "";
     void *ep = NULL;
     int rc = passive_open(p, &ep, msg, sizeof msg);
-    if (rc)
-        return refusal("%s: %s", x->pl->name, msg[0] ? msg : tern_strerror(rc));
+    if (rc) /* the transport's own message names it */
+        return msg[0] ? refusal("%s", msg) : refusal("%s: %s", x->pl->name, tern_strerror(rc));
     char *reply = passive_reply(p, ep);
     if (!reply) {
         x->ops->ep_close(ep);

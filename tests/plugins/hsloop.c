@@ -1,0 +1,252 @@
+/* tests/plugins/hsloop.c: a same-process transport WITH the handshake
+ * capability, so the engine's Connection exchange (active and passive
+ * endpoints, refusals, simultaneous open) runs for real in tests.
+ *
+ * Endpoints describe themselves by their own address ("hs_ep") and learn
+ * the peer endpoint's from the handshake; submit copies with memmove (both
+ * engines live in this process) and fails unless the endpoint is connected.
+ * Options: open_delay_ms (the active ep_open sleeps, widening the window in
+ * which both sides connect at once), refuse (the passive side refuses).
+ * query("eps") reports "open=<live endpoints> peer=<peer of the last one>". */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <tern/transport.h>
+
+typedef struct hs_ctx {
+    const tern_host_services *host;
+    int64_t open_delay_ms;
+    int refuse;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    tern_slice *head, *tail;
+    int live_eps;
+    uint64_t next_key;
+} hs_ctx;
+
+typedef struct hs_ep {
+    hs_ctx *ctx;
+    uint64_t peer;   /* the peer endpoint's address, from the handshake */
+    int connected;
+} hs_ep;
+
+static int hs_err(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int hs_err(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int hs_init(const tern_host_services *host, void **out, char *err, size_t errlen)
+{
+    hs_ctx *c = host->alloc(sizeof *c);
+    if (!c)
+        return hs_err(err, errlen, TERN_ERR_NOMEM, "hsloop: out of memory");
+    memset(c, 0, sizeof *c);
+    c->host = host;
+    c->open_delay_ms = host->config_get_int(host->host, "open_delay_ms", 0);
+    const char *r = host->config_get(host->host, "refuse");
+    c->refuse = r && (strcmp(r, "true") == 0 || strcmp(r, "1") == 0 || strcmp(r, "yes") == 0);
+    c->next_key = 1;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    *out = c;
+    return 0;
+}
+
+static void hs_fini(void *vc)
+{
+    hs_ctx *c = vc;
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    c->host->free(c);
+}
+
+static int hs_devices(void *vc, tern_device_info *out, int max)
+{
+    (void)vc;
+    if (max < 1)
+        return 0;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "hs0");
+    out->numa_node = -1;
+    return 1;
+}
+
+static int hs_mr_register(void *vc, void *addr, size_t len, tern_mr_keys *keys, void **mr,
+                          char *err, size_t errlen)
+{
+    hs_ctx *c = vc;
+    (void)err;
+    (void)errlen;
+    memset(keys, 0, sizeof *keys);
+    keys->ndev = 1;
+    pthread_mutex_lock(&c->lock);
+    keys->lkey[0] = keys->rkey[0] = c->next_key++;
+    pthread_mutex_unlock(&c->lock);
+    *mr = addr;
+    (void)len;
+    return 0;
+}
+
+static int hs_mr_deregister(void *vc, void *mr)
+{
+    (void)vc;
+    (void)mr;
+    return 0;
+}
+
+static int hs_segment_describe(void *vc, tern_desc *out)
+{
+    hs_ctx *c = vc;
+    return c->host->desc_set_str(out, "kind", "hsloop");
+}
+
+static int hs_ep_open(void *vc, const tern_ep_params *p, void **out, char *err, size_t errlen)
+{
+    hs_ctx *c = vc;
+    if (!p->passive && c->open_delay_ms > 0) {
+        struct timespec ts = {c->open_delay_ms / 1000, (c->open_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    hs_ep *ep = c->host->alloc(sizeof *ep);
+    if (!ep)
+        return hs_err(err, errlen, TERN_ERR_NOMEM, "hsloop: out of memory");
+    memset(ep, 0, sizeof *ep);
+    ep->ctx = c;
+    pthread_mutex_lock(&c->lock);
+    c->live_eps++;
+    pthread_mutex_unlock(&c->lock);
+    *out = ep;
+    return 0;
+}
+
+static int hs_ep_describe(void *vep, tern_desc *out)
+{
+    hs_ep *ep = vep;
+    return ep->ctx->host->desc_set_u64(out, "hs_ep", (uint64_t)(uintptr_t)ep);
+}
+
+static int hs_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
+{
+    hs_ep *ep = vep;
+    if (ep->ctx->refuse)
+        return hs_err(err, errlen, TERN_ERR_REFUSED, "hsloop: refused by configuration");
+    if (!peer || ep->ctx->host->desc_get_u64(peer, "hs_ep", &ep->peer) != 0)
+        return hs_err(err, errlen, TERN_ERR_PROTOCOL, "hsloop: peer sent no hs_ep");
+    ep->connected = 1;
+    return 0;
+}
+
+static void hs_ep_close(void *vep)
+{
+    hs_ep *ep = vep;
+    hs_ctx *c = ep->ctx;
+    pthread_mutex_lock(&c->lock);
+    c->live_eps--;
+    pthread_mutex_unlock(&c->lock);
+    c->host->free(ep);
+}
+
+static int hs_submit(void *vep, tern_slice *const *s, int n)
+{
+    hs_ep *ep = vep;
+    hs_ctx *c = ep->ctx;
+    if (!ep->connected)
+        return TERN_ERR_INVAL;
+    for (int i = 0; i < n; i++) {
+        if (s[i]->opcode == 1)
+            memmove((void *)(uintptr_t)s[i]->remote, s[i]->local, s[i]->length);
+        else
+            memmove(s[i]->local, (void *)(uintptr_t)s[i]->remote, s[i]->length);
+        s[i]->status = 0;
+        s[i]->transferred = s[i]->length;
+        s[i]->plugin[0] = NULL;
+        pthread_mutex_lock(&c->lock);
+        if (c->tail)
+            c->tail->plugin[0] = s[i];
+        else
+            c->head = s[i];
+        c->tail = s[i];
+        pthread_cond_signal(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return n;
+}
+
+static int hs_poll(void *vc, tern_slice **done, int max, int timeout_ms)
+{
+    hs_ctx *c = vc;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)timeout_ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&c->lock);
+    while (!c->head && timeout_ms > 0)
+        if (pthread_cond_timedwait(&c->cond, &c->lock, &until) == ETIMEDOUT)
+            break;
+    int n = 0;
+    for (; n < max && c->head; n++) {
+        done[n] = c->head;
+        c->head = c->head->plugin[0];
+        if (!c->head)
+            c->tail = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+static int hs_query(void *vc, const char *what, char *out, size_t outlen)
+{
+    hs_ctx *c = vc;
+    (void)what;
+    pthread_mutex_lock(&c->lock);
+    snprintf(out, outlen, "open=%d", c->live_eps);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+static const tern_option hs_options[] = {
+    {.key = "open_delay_ms", .type = TERN_OPT_INT, .min = 0, .max = 10000,
+     .default_value = "0", .help = "active ep_open sleeps this long"},
+    {.key = "refuse", .type = TERN_OPT_BOOL, .default_value = "false",
+     .help = "the passive side refuses every connection"},
+    {.key = NULL, .type = TERN_OPT_END},
+};
+
+TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
+    .magic = TERN_TRANSPORT_MAGIC,
+    .struct_size = sizeof(tern_transport),
+    .abi_major = TERN_TRANSPORT_ABI_MAJOR,
+    .abi_minor = TERN_TRANSPORT_ABI_MINOR,
+    .name = "hsloop",
+    .version = "1.0.0",
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_LOOPBACK_ONLY,
+    .options = hs_options,
+    .init = hs_init,
+    .fini = hs_fini,
+    .devices = hs_devices,
+    .mr_register = hs_mr_register,
+    .mr_deregister = hs_mr_deregister,
+    .segment_describe = hs_segment_describe,
+    .ep_open = hs_ep_open,
+    .ep_describe = hs_ep_describe,
+    .ep_connect = hs_ep_connect,
+    .ep_close = hs_ep_close,
+    .submit = hs_submit,
+    .poll = hs_poll,
+    .query = hs_query,
+};

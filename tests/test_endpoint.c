@@ -1,0 +1,208 @@
+#define _GNU_SOURCE /* engine.h needs pthread_rwlock_t */
+/* Endpoints over a transport that needs the handshake (tests/plugins/
+ * hsloop.c): Connection frames through the real daemons, the passive
+ * endpoint reused in the other direction, a refusal reported verbatim,
+ * concurrent misses on one key connecting once, and simultaneous open
+ * ending with exactly one connection. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "tern/tern.h"
+
+/* hsloop's endpoint, as the test reads it. */
+typedef struct hs_ep_view {
+    void *ctx;
+    uint64_t peer;
+    int connected;
+} hs_ep_view;
+
+#define LEN 65536
+
+typedef struct node {
+    tern_engine *e;
+    uint8_t *buf;
+    tern_segment_id peer;
+} node;
+
+static void node_up(node *n, int delay_ms, int refuse)
+{
+    char yaml[2048], err[1024] = "";
+    snprintf(yaml, sizeof yaml,
+             "server_name: 127.0.0.1:0\n"
+             "transports:\n"
+             "  - name: hsloop\n"
+             "    path: %s\n"
+             "    open_delay_ms: %d\n"
+             "    refuse: %s\n"
+             "retries: 1\n"
+             "log_level: error\n",
+             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false");
+    n->e = tern_engine_create_from_yaml(yaml, "hsloop", err, sizeof err);
+    cr_assert_not_null(n->e, "%s", err);
+    n->buf = calloc(1, 4 * LEN);
+    cr_assert_eq(tern_register_memory(n->e, n->buf, 4 * LEN, NULL), 0);
+}
+
+static void node_down(node *n)
+{
+    tern_engine_destroy(n->e);
+    free(n->buf);
+}
+
+static void link_nodes(node *a, node *b)
+{
+    a->peer = tern_segment_open(a->e, tern_engine_server_name(b->e));
+    cr_assert_geq(a->peer, 0, "%s", tern_engine_last_error(a->e));
+    b->peer = tern_segment_open(b->e, tern_engine_server_name(a->e));
+    cr_assert_geq(b->peer, 0, "%s", tern_engine_last_error(b->e));
+}
+
+typedef struct write_job {
+    node *from, *to;
+    size_t off;
+    int status;
+    char why[512];
+} write_job;
+
+static void *write_once(void *arg)
+{
+    write_job *j = arg;
+    memset(j->from->buf + j->off, 0x5a, 1000);
+    tern_request r = {.opcode = TERN_WRITE, .local = j->from->buf + j->off,
+                      .segment = j->from->peer, .remote = (uintptr_t)(j->to->buf + j->off),
+                      .length = 1000};
+    tern_batch *b = tern_batch_alloc(j->from->e, 1);
+    tern_batch_submit(b, &r, 1);
+    tern_batch_wait(b, 20000);
+    tern_request_state st;
+    tern_batch_state(b, 0, &st);
+    j->status = st.status;
+    snprintf(j->why, sizeof j->why, "%s", tern_batch_error(b, 0));
+    tern_batch_free(b);
+    return NULL;
+}
+
+static int live_eps(node *n)
+{
+    tern_xport *x = &n->e->xports[0];
+    char out[64] = "";
+    x->ops->query(x->pl->ctx, "eps", out, sizeof out);
+    return atoi(out + 5); /* "open=N" */
+}
+
+static size_t stored(node *n)
+{
+    tern_epstore_stats st;
+    tern_epstore_stats_get(n->e->xports[0].eps, &st);
+    return st.size;
+}
+
+/* The endpoint a stores for b (hs0 <-> b@hs0), or NULL. */
+static hs_ep_view *ep_for(node *a, node *b, tern_ep_ref **ref)
+{
+    char key[400], nic[320];
+    snprintf(nic, sizeof nic, "%s@hs0", tern_engine_server_name(b->e));
+    tern_epstore_key(key, sizeof key, "hs0", nic);
+    void *ep = NULL;
+    *ref = tern_epstore_get(a->e->xports[0].eps, key, &ep);
+    return ep;
+}
+
+/* Exactly one connection: one endpoint each side, paired with each other. */
+static void assert_one_connection(node *a, node *b)
+{
+    cr_assert_eq(stored(a), 1);
+    cr_assert_eq(stored(b), 1);
+    cr_assert_eq(live_eps(a), 1, "a has %d live endpoints", live_eps(a));
+    cr_assert_eq(live_eps(b), 1, "b has %d live endpoints", live_eps(b));
+    tern_ep_ref *ra, *rb;
+    hs_ep_view *ea = ep_for(a, b, &ra), *eb = ep_for(b, a, &rb);
+    cr_assert(ea && eb);
+    cr_assert_eq(ea->peer, (uint64_t)(uintptr_t)eb, "a's endpoint talks to b's");
+    cr_assert_eq(eb->peer, (uint64_t)(uintptr_t)ea, "b's endpoint talks to a's");
+    tern_epstore_release(a->e->xports[0].eps, ra);
+    tern_epstore_release(b->e->xports[0].eps, rb);
+}
+
+Test(endpoint, handshake_then_reuse_in_both_directions)
+{
+    node a, b;
+    node_up(&a, 0, 0);
+    node_up(&b, 0, 0);
+    link_nodes(&a, &b);
+    write_job j1 = {&a, &b, 0, 0, ""}, j2 = {&b, &a, LEN, 0, ""};
+    write_once(&j1);
+    cr_assert_eq(j1.status, TERN_COMPLETED, "%s", j1.why);
+    cr_assert_eq(memcmp(a.buf, b.buf, 1000), 0);
+    write_once(&j2); /* b reuses the passive endpoint a's handshake made */
+    cr_assert_eq(j2.status, TERN_COMPLETED, "%s", j2.why);
+    assert_one_connection(&a, &b);
+    node_down(&a);
+    node_down(&b);
+}
+
+Test(endpoint, refusal_reported_verbatim)
+{
+    node a, b;
+    node_up(&a, 0, 0);
+    node_up(&b, 0, 1);
+    link_nodes(&a, &b);
+    write_job j = {&a, &b, 0, 0, ""};
+    write_once(&j);
+    cr_assert_eq(j.status, TERN_FAILED);
+    char want[400];
+    snprintf(want, sizeof want, "peer %s refused: hsloop: refused by configuration",
+             tern_engine_server_name(b.e));
+    cr_assert(strstr(j.why, want), "%s", j.why);
+    cr_assert_eq(stored(&a), 0);
+    cr_assert_eq(live_eps(&a), 0, "the refused endpoint was closed");
+    node_down(&a);
+    node_down(&b);
+}
+
+Test(endpoint, concurrent_misses_connect_once)
+{
+    node a, b;
+    node_up(&a, 200, 0);
+    node_up(&b, 0, 0);
+    link_nodes(&a, &b);
+    enum { N = 8 };
+    write_job j[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
+        pthread_create(&t[i], NULL, write_once, &j[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(j[i].status, TERN_COMPLETED, "%s", j[i].why);
+    }
+    assert_one_connection(&a, &b);
+    node_down(&a);
+    node_down(&b);
+}
+
+Test(endpoint, simultaneous_open_ends_with_one_connection)
+{
+    for (int round = 0; round < 3; round++) {
+        node a, b;
+        node_up(&a, 150, 0);
+        node_up(&b, 150, 0);
+        link_nodes(&a, &b);
+        write_job ja = {&a, &b, 0, 0, ""}, jb = {&b, &a, LEN, 0, ""};
+        pthread_t ta, tb;
+        pthread_create(&ta, NULL, write_once, &ja);
+        pthread_create(&tb, NULL, write_once, &jb);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        cr_assert_eq(ja.status, TERN_COMPLETED, "round %d a: %s", round, ja.why);
+        cr_assert_eq(jb.status, TERN_COMPLETED, "round %d b: %s", round, jb.why);
+        assert_one_connection(&a, &b);
+        node_down(&a);
+        node_down(&b);
+    }
+}
