@@ -295,3 +295,38 @@ Test(batch, null_and_bad_arguments)
     cr_assert_eq(tern_batch_wait(b, 0), TERN_ERR_INVAL);
     cr_assert_eq(tern_batch_free(b), 0);
 }
+
+/* The same data path over the real TCP transport (sockets on loopback),
+ * two engines in this process; the two-process suite is tests/tcp's. */
+static const char *yaml_tcp = "server_name: 127.0.0.1:0\n"
+                              "transports:\n"
+                              "  - name: tcp\n"
+                              "retries: 2\n"
+                              "log_level: warn\n";
+
+Test(batch_tcp, sizes_byte_exact_and_invalid)
+{
+    char err[1024] = "";
+    A = tern_engine_create_from_yaml(yaml_tcp, "A", err, sizeof err);
+    cr_assert_not_null(A, "%s", err);
+    B = tern_engine_create_from_yaml(yaml_tcp, "B", err, sizeof err);
+    cr_assert_not_null(B, "%s", err);
+    la = malloc(BUF);
+    rb = malloc(BUF);
+    cr_assert_eq(tern_register_memory(A, la, BUF, NULL), 0);
+    cr_assert_eq(tern_register_memory(B, rb, BUF, NULL), 0);
+    seg = tern_segment_open(A, tern_engine_server_name(B));
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(A));
+    char t[16], *json = NULL;
+    cr_assert_eq(tern_segment_transport(A, seg, t, sizeof t), 0);
+    cr_assert_str_eq(t, "tcp");
+    cr_assert_eq(tern_segment_descriptor(A, seg, &json), 0);
+    cr_assert_null(strstr(json, "\"tcp_data_port\":0"), "port advertised: %s", json);
+    free(json);
+    size_t sizes[] = {1, 4096, 65536, 65537, 16 * MiB + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        write_read(sizes[i], 3, 7);
+    tern_request_state st = run1(req(TERN_WRITE, la, (uintptr_t)(rb + BUF - 10), 100), NULL);
+    cr_assert_eq(st.status, TERN_INVALID);
+    teardown();
+}
