@@ -365,3 +365,74 @@ Test(handshake_desc, refusals_name_the_key)
     hs_refuse("{\"local_nic_path\":\"a\\u0000b\",\"peer_nic_path\":\"b\"}", "no NUL");
     hs_refuse("not json", "invalid JSON");
 }
+
+/* ---- malformed input never crashes, leaks or is half-accepted ---- */
+
+/* Deterministic xorshift so a failure is reproducible. */
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+static void mutate(char *s, size_t n)
+{
+    static const char pool[] = "{}[]\":,-0123456789eE.tfn \\u\x01\xff";
+    int edits = 1 + (int)(rnd() % 4);
+    for (int i = 0; i < edits; i++)
+        s[rnd() % n] = pool[rnd() % (sizeof pool - 1)];
+}
+
+Test(fuzz, mutated_descriptors_decode_or_refuse_cleanly, .timeout = 120)
+{
+    tern_segment_desc *d = sample();
+    char *seg = tern_segment_desc_encode(d);
+    tern_segment_desc_free(d);
+    tern_handshake_desc h = {.local_lid = 3, .nqp = 2, .qp_num = {7, 8}};
+    strcpy(h.local_nic_path, "a:1@mlx5_0");
+    strcpy(h.peer_nic_path, "b:1@mlx5_1");
+    strcpy(h.local_gid, GID0);
+    char *hs = tern_handshake_desc_encode(&h);
+    size_t sl = strlen(seg), hl = strlen(hs);
+    char *buf = malloc(sl + 1);
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        const char *src = i % 2 ? seg : hs;
+        size_t n = i % 2 ? sl : hl;
+        memcpy(buf, src, n);
+        mutate(buf, n);
+        size_t len = i % 7 == 0 ? rnd() % n : n; /* sometimes truncated too */
+        if (i % 2) {
+            tern_segment_desc *o = NULL;
+            int rc = tern_segment_desc_decode(buf, len, &o, err, sizeof err);
+            cr_assert(rc == 0 || rc == TERN_ERR_PROTOCOL, "rc %d", rc);
+            cr_assert(rc == 0 ? o != NULL : (o == NULL && err[0]), "error without a message");
+            if (o) {
+                /* Whatever is accepted is coherent: sorted, non-overlapping buffers. */
+                for (size_t b = 1; b < o->nbuffers; b++)
+                    cr_assert_geq(o->buffers[b].addr,
+                                  o->buffers[b - 1].addr + o->buffers[b - 1].length);
+                accepted++;
+            } else {
+                refused++;
+            }
+            tern_segment_desc_free(o);
+        } else {
+            tern_handshake_desc o;
+            int rc = tern_handshake_desc_decode(buf, len, &o, err, sizeof err);
+            cr_assert(rc == 0 || rc == TERN_ERR_PROTOCOL, "rc %d", rc);
+            cr_assert(rc == 0 || err[0]);
+            rc == 0 ? accepted++ : refused++;
+            tern_handshake_desc_clear(&o);
+        }
+    }
+    cr_log_info("fuzz: %d accepted, %d refused", accepted, refused);
+    cr_assert_gt(refused, 0);
+    cr_assert_gt(accepted, 0);
+    free(buf);
+    free(seg);
+    free(hs);
+}
