@@ -534,3 +534,31 @@ Test(concurrency, connection_cap_holds_new_clients_in_the_backlog)
     close(b);
     tern_hs_server_stop(s);
 }
+
+Test(wire, random_garbage_never_stops_the_daemon, .timeout = 60)
+{
+    tern_hs_server *s = start("127.0.0.1", 500);
+    unsigned seed = 12345;
+    for (int i = 0; i < 200; i++) {
+        uint8_t f[64];
+        size_t n = 1 + (size_t)(rand_r(&seed) % 63);
+        for (size_t k = 0; k < n; k++)
+            f[k] = (uint8_t)rand_r(&seed);
+        if (i % 2) { /* a plausible small length so the payload is read and judged */
+            memset(f, 0, 8);
+            f[0] = (uint8_t)(n > 8 ? n - 8 : 1);
+            if (n < 9)
+                n = 9;
+        }
+        int fd = raw_connect(s);
+        tern_io_write_all(fd, f, n, 1000);
+        shutdown(fd, SHUT_WR);
+        uint8_t buf[512];
+        int eof;
+        read_until_eof(fd, buf, sizeof buf, 2000, &eof);
+        cr_assert(eof, "case %d: the daemon answered or closed", i);
+        close(fd);
+    }
+    still_serving(s);
+    tern_hs_server_stop(s);
+}
