@@ -3,8 +3,8 @@
  * A topology is built once (sysfs discovery or a JSON matrix) and is
  * immutable afterwards, so tern_topology_select() reads it without a lock.
  * The only mutable state is atomic: the per-device "down" flags, the random
- * generator (a splitmix64 counter advanced with one fetch_add per pick) and
- * the round-robin counter. */
+ * generator (a splitmix64 counter, relaxed load/store per pick) and the
+ * round-robin counter (fetch_add, so rotation stays exact across threads). */
 #include "topology.h"
 
 #include <dirent.h>
@@ -535,11 +535,14 @@ int tern_topology_is_down(const tern_topology *t, int dev)
 
 /* ---- select_device ------------------------------------------------------ */
 
-/* splitmix64: one atomic add gives every caller its own state value. */
+/* splitmix64 over a shared counter.  A relaxed load and store, not a
+ * locked add: two threads racing may read the same state and make the same
+ * pick, which costs nothing here, while a locked add costs more than the
+ * rest of select_device. */
 static uint64_t topo_random(tern_topology *t)
 {
-    uint64_t z = atomic_fetch_add_explicit(&t->rng, SPLITMIX_GAMMA, memory_order_relaxed)
-                 + SPLITMIX_GAMMA;
+    uint64_t z = atomic_load_explicit(&t->rng, memory_order_relaxed) + SPLITMIX_GAMMA;
+    atomic_store_explicit(&t->rng, z, memory_order_relaxed);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
