@@ -746,3 +746,54 @@ Test(path, errors_are_clear)
                                   sizeof err), TERN_ERR_INVAL);
     fixture_free(&f);
 }
+
+/* The peer's descriptor as it travels: encoded to JSON, decoded by the
+ * control code (buffers sorted, the published matrix rebuilt), then used
+ * with its own topology (NULL) for the remote half of the choice. */
+Test(path, through_encoded_descriptor)
+{
+    struct fixture f;
+    fixture_build(&f, TERN_SELECT_RANDOM);
+    tern_segment_desc src = f.peer;
+    tern_buffer_desc bufs[3];
+    tern_buffer_keys k[3];
+    for (int i = 0; i < 3; i++) {
+        keys(&k[i], "rdma", 2, 500 + 10 * (uint64_t)i, 600 + 10 * (uint64_t)i);
+        /* out of address order on purpose; locations cpu:1, cpu:0, cpu:1 */
+        bufs[i] = (tern_buffer_desc){.addr = 0x900000 - (uint64_t)i * 0x100000,
+                                     .length = 0x100000, .keys = &k[i], .nkeys = 1};
+        snprintf(bufs[i].location, sizeof bufs[i].location, "cpu:%d", (i + 1) % 2);
+    }
+    src.buffers = bufs;
+    src.nbuffers = 3;
+    tern_seg_transport tr = f.pt;
+    tr.addr = tern_desc_new();
+    src.transports = &tr;
+    snprintf(src.protocol, sizeof src.protocol, "rdma");
+    char *json = tern_segment_desc_encode(&src);
+    cr_assert_not_null(json);
+    tern_segment_desc *peer = NULL;
+    int rc = tern_segment_desc_decode(json, strlen(json), &peer, err, sizeof err);
+    cr_assert_eq(rc, 0, "decode: %s\n%s", err, json);
+    tern_path p;
+    /* 0x800000.. is bufs[1], cpu:0: the published matrix prefers mlx5_1 */
+    rc = tern_path_choose(&f.local, f.ltopo, peer, NULL, "rdma", 0x10000, 0x800010, 64, 0, &p,
+                          err, sizeof err);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_str_eq(p.peer_nic_path, "10.0.0.2:12001@mlx5_1");
+    cr_assert_eq(p.peer_dev, 1);
+    cr_assert_eq(p.rkey, 611);
+    /* 0x900000.. is bufs[0], cpu:1: mlx5_0 preferred */
+    rc = tern_path_choose(&f.local, f.ltopo, peer, NULL, "rdma", 0x10000, 0x9ffff0, 16, 0, &p,
+                          err, sizeof err);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_str_eq(p.peer_nic_path, "10.0.0.2:12001@mlx5_0");
+    cr_assert_eq(p.rkey, 600);
+    /* beyond the last buffer: stale descriptor */
+    cr_assert_eq(tern_path_choose(&f.local, f.ltopo, peer, NULL, "rdma", 0x10000, 0xa00000, 1,
+                                  0, &p, err, sizeof err), TERN_ERR_RANGE);
+    tern_segment_desc_free(peer);
+    tern_desc_free(tr.addr);
+    free(json);
+    fixture_free(&f);
+}
