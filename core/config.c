@@ -9,6 +9,9 @@
  * schema below and copied into a tern_config.  Every failure is ONE message
  * "ORIGIN:LINE:COL: KEY.PATH: expected WHAT, got WHAT" and TERN_ERR_CONFIG.
  * Mapping members are reported at their key, list items at the item. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strdup, strndup, strcasecmp (CMake also sets it) */
+#endif
 #include "config.h"
 
 #include <ctype.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <json-c/json.h>
 #include <yaml.h>
