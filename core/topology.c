@@ -56,9 +56,11 @@ struct tern_topology {
 
 static tern_topology *topo_alloc(int policy, size_t nent_max)
 {
-    tern_topology *t = calloc(1, sizeof(*t));
+    /* aligned_alloc: the counters are _Alignas(64) (sizeof is a multiple). */
+    tern_topology *t = aligned_alloc(_Alignof(tern_topology), sizeof(*t));
     if (!t)
         return NULL;
+    memset(t, 0, sizeof(*t));
     t->ent = calloc(nent_max ? nent_max : 1, sizeof(*t->ent));
     if (!t->ent) {
         free(t);
