@@ -265,6 +265,23 @@ static void conn_process(tern_hs_server *s, hs_conn *c)
     c->payload = NULL;
 }
 
+/* Send what the socket takes right away, from the worker, so the client
+ * has its reply without waiting for the epoll thread; the epoll thread
+ * finishes the rest (if any), shuts down writing and closes. */
+static void send_now(hs_conn *c)
+{
+    while (c->out && c->outoff < c->outlen) {
+        ssize_t w = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0)
+            c->outoff += (size_t)w;
+        else if (!(w < 0 && errno == EINTR))
+            return;
+    }
+    if (c->out)
+        shutdown(c->fd, SHUT_WR);
+}
+
 static void *worker_main(void *arg)
 {
     tern_hs_server *s = arg;
@@ -280,6 +297,7 @@ static void *worker_main(void *arg)
         s->queued--;
         pthread_mutex_unlock(&s->mu);
         conn_process(s, c);
+        send_now(c);
         pthread_mutex_lock(&s->mu);
         q_push(&s->done_head, &s->done_tail, c);
         uint64_t one = 1;
