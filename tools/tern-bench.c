@@ -1,0 +1,660 @@
+/* tools/tern-bench.c: the benchmark users run first.
+ *
+ *   tern-bench --mode target    [--config F] [--server-name H:P] [--buffer-size S]
+ *   tern-bench --mode initiator --segment H:P [--config F] [--op read|write]
+ *              [--block-size S] [--batch-size N] [--buffer-size S] [--duration SEC]
+ *              [--threads N] [--verify] [--json] [--server-name H:P]
+ *
+ * The target registers one buffer, prints "tern-bench target ready: <server
+ * name> ..." on stdout and serves until SIGINT/SIGTERM.  The initiator opens
+ * the target's segment, takes the largest buffer of its descriptor, splits
+ * it and its own buffer evenly between --threads threads, and each thread
+ * keeps submitting batches of --batch-size requests of --block-size bytes,
+ * walking through its part of the buffer.  Progress goes to stderr once a
+ * second; the summary (GB/s, operations/s, p50/p99 latency per block,
+ * errors) to stdout, as one JSON object with --json.
+ *
+ * Latency per block: from the batch's submit until tern_batch_wait
+ * returned, recorded once per block of the batch (--batch-size 1 gives the
+ * pure round trip of one block).
+ *
+ * --verify: the local buffer holds a pattern that depends on the remote
+ * offset and a per-run seed.  write: every block written carries the
+ * pattern, and at the end the whole remote range is read back and checked
+ * byte by byte.  read: the pattern is first written to the target, then
+ * every block read is checked byte by byte (the check is inside the timed
+ * loop: verified runs are slower).
+ *
+ * An initiator without --server-name listens on the config's host with
+ * port 0, so it can share a host with a target. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "tern/tern.h"
+
+typedef struct opts {
+    const char *mode, *config, *segment, *server_name;
+    int op;
+    uint64_t block, buffer;
+    int batch, threads, verify, json;
+    double duration;
+} opts;
+
+typedef struct shared {
+    const opts *o;
+    tern_engine *e;
+    tern_segment_id seg;
+    uint8_t *local;
+    uint64_t remote, remote_len;
+    uint32_t seed;
+    atomic_uint_fast64_t bytes, ops, errors, verify_bad;
+    atomic_int stop;
+    char first_error[512];
+    pthread_mutex_t mu;
+} shared;
+
+typedef struct worker {
+    shared *sh;
+    int idx;
+    pthread_t th;
+    uint64_t off, len;      /* its part of both buffers */
+    uint64_t slots_used;    /* batches of its part written at least once */
+    uint32_t *lat_us;       /* one entry per block */
+    size_t nlat, caplat;
+} worker;
+
+static volatile sig_atomic_t g_signalled;
+static void on_signal(int sig) { (void)sig; g_signalled = 1; }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return -1;
+    uint64_t m = 1;
+    if (*end == 'k' || *end == 'K')
+        m = 1ull << 10;
+    else if (*end == 'm' || *end == 'M')
+        m = 1ull << 20;
+    else if (*end == 'g' || *end == 'G')
+        m = 1ull << 30;
+    if (m > 1)
+        end++;
+    if (*end == 'i' || *end == 'B' || *end == 'b')
+        end += (*end == 'i') ? 1 : 0;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v > UINT64_MAX / m)
+        return -1;
+    *out = v * m;
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: tern-bench --mode target|initiator [options]\n"
+        "  --config FILE        engine YAML (default: $TERN_CONFIG or the built-in one)\n"
+        "  --server-name H:P    this engine's server name (overrides the config)\n"
+        "  --segment H:P        initiator: the target's server name\n"
+        "  --op read|write      initiator: direction (default write)\n"
+        "  --block-size S       bytes per request (default 64K; K/M/G suffixes)\n"
+        "  --batch-size N       requests per batch (default 16)\n"
+        "  --buffer-size S      registered buffer on each side (default 64M; first touch of memory is slow on VMs)\n"
+        "  --duration SEC       initiator: how long to run (default 5)\n"
+        "  --threads N          initiator: submitting threads (default 1)\n"
+        "  --verify             fill with a pattern and check every byte\n"
+        "  --json               initiator: the summary as one JSON object\n");
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    static const struct option lo[] = {
+        {"mode", 1, 0, 'm'}, {"config", 1, 0, 'c'}, {"segment", 1, 0, 's'},
+        {"server-name", 1, 0, 'n'}, {"op", 1, 0, 'o'}, {"block-size", 1, 0, 'b'},
+        {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
+        {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 0, 0, 'j'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
+                .threads = 1, .duration = 5};
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->mode = optarg; break;
+        case 'c': o->config = optarg; break;
+        case 's': o->segment = optarg; break;
+        case 'n': o->server_name = optarg; break;
+        case 'o':
+            if (!strcmp(optarg, "read")) o->op = TERN_READ;
+            else if (!strcmp(optarg, "write")) o->op = TERN_WRITE;
+            else { fprintf(stderr, "tern-bench: --op must be read or write, got '%s'\n", optarg); return -1; }
+            break;
+        case 'b':
+            if (parse_size(optarg, &o->block) || !o->block) {
+                fprintf(stderr, "tern-bench: --block-size '%s' is not a size > 0\n", optarg);
+                return -1;
+            }
+            break;
+        case 'S':
+            if (parse_size(optarg, &o->buffer) || !o->buffer) {
+                fprintf(stderr, "tern-bench: --buffer-size '%s' is not a size > 0\n", optarg);
+                return -1;
+            }
+            break;
+        case 'B': o->batch = atoi(optarg); break;
+        case 't': o->threads = atoi(optarg); break;
+        case 'd': o->duration = atof(optarg); break;
+        case 'v': o->verify = 1; break;
+        case 'j': o->json = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (!o->mode || (strcmp(o->mode, "target") && strcmp(o->mode, "initiator"))) {
+        fprintf(stderr, "tern-bench: --mode target|initiator is required\n");
+        return -1;
+    }
+    if (o->batch < 1 || o->batch > 65536 || o->threads < 1 || o->threads > 256 ||
+        o->duration <= 0) {
+        fprintf(stderr, "tern-bench: --batch-size 1..65536, --threads 1..256, --duration > 0\n");
+        return -1;
+    }
+    if (!strcmp(o->mode, "initiator") && !o->segment) {
+        fprintf(stderr, "tern-bench: the initiator needs --segment <target server name>\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- engine with an optional server_name override ------------------------- */
+
+/* The YAML with its top-level server_name line replaced (or added). */
+static char *yaml_with_server_name(const char *yaml, const char *name)
+{
+    size_t cap = strlen(yaml) + strlen(name) + 64;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    int done = 0;
+    for (const char *p = yaml; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
+        if (!done && !strncmp(p, "server_name:", 12)) {
+            n += (size_t)snprintf(out + n, cap - n, "server_name: \"%s\"\n", name);
+            done = 1;
+        } else {
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+    }
+    if (!done)
+        n += (size_t)snprintf(out + n, cap - n, "\nserver_name: \"%s\"\n", name);
+    out[n] = 0;
+    return out;
+}
+
+/* "host:port" of the config text's server_name with the port set to 0. */
+static void host_port0(const char *yaml, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "127.0.0.1:0");
+    const char *p = strstr(yaml, "\nserver_name:");
+    p = p ? p + 13 : (!strncmp(yaml, "server_name:", 12) ? yaml + 12 : NULL);
+    if (!p)
+        return;
+    while (*p == ' ' || *p == '"' || *p == '\'')
+        p++;
+    const char *e = p;
+    while (*e && *e != '\n' && *e != '"' && *e != '\'' && *e != ' ' && *e != '#')
+        e++;
+    const char *colon = NULL;
+    for (const char *q = p; q < e; q++)
+        if (*q == ':')
+            colon = q;
+    if (colon && colon > p)
+        snprintf(out, outlen, "%.*s:0", (int)(colon - p), p);
+}
+
+static tern_engine *make_engine(const opts *o, int initiator)
+{
+    char err[2048] = "";
+    char *text = NULL;
+    size_t len = 0;
+    const char *path = o->config ? o->config : getenv("TERN_CONFIG");
+    if (path) {
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            fprintf(stderr, "tern-bench: cannot open config %s: %s\n", path, strerror(errno));
+            return NULL;
+        }
+        fseek(f, 0, SEEK_END);
+        long sz = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        text = calloc(1, (size_t)(sz > 0 ? sz : 0) + 1);
+        len = text ? fread(text, 1, (size_t)(sz > 0 ? sz : 0), f) : 0;
+        fclose(f);
+        if (!text)
+            return NULL;
+        text[len] = 0;
+    } else {
+        text = strdup(tern_config_default_yaml());
+    }
+    char p0[300];
+    const char *sn = o->server_name;
+    if (!sn && initiator) {
+        host_port0(text, p0, sizeof p0);
+        sn = p0;
+    }
+    char *yaml = sn ? yaml_with_server_name(text, sn) : strdup(text);
+    free(text);
+    tern_engine *e = tern_engine_create_from_yaml(yaml, path ? path : "<built-in config>", err,
+                                                  sizeof err);
+    free(yaml);
+    if (!e)
+        fprintf(stderr, "tern-bench: cannot create the engine: %s\n", err);
+    return e;
+}
+
+static uint8_t *alloc_buffer(uint64_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "tern-bench: cannot allocate %" PRIu64 " bytes: %s\n", len,
+                strerror(errno));
+        return NULL;
+    }
+    memset(p, 0, len); /* fault it in before timing */
+    return p;
+}
+
+/* ---- target ----------------------------------------------------------------- */
+
+static int run_target(const opts *o)
+{
+    tern_engine *e = make_engine(o, 0);
+    if (!e)
+        return 1;
+    uint8_t *buf = alloc_buffer(o->buffer);
+    if (!buf) {
+        tern_engine_destroy(e);
+        return 1;
+    }
+    int rc = tern_register_memory(e, buf, o->buffer, NULL);
+    if (rc) {
+        fprintf(stderr, "tern-bench: registering %" PRIu64 " bytes failed: %s\n", o->buffer,
+                tern_engine_last_error(e));
+        tern_engine_destroy(e);
+        return 1;
+    }
+    printf("tern-bench target ready: %s buffer 0x%" PRIxPTR " size %" PRIu64 "\n",
+           tern_engine_server_name(e), (uintptr_t)buf, o->buffer);
+    fflush(stdout);
+    while (!g_signalled)
+        pause();
+    fprintf(stderr, "tern-bench target: stopping\n");
+    tern_unregister_memory(e, buf);
+    tern_engine_destroy(e);
+    munmap(buf, o->buffer);
+    return 0;
+}
+
+/* ---- initiator ------------------------------------------------------------ */
+
+static inline uint8_t pattern(uint64_t off, uint32_t seed)
+{
+    uint64_t x = (off >> 3) * 0x9E3779B97F4A7C15ull + seed;
+    return (uint8_t)((x >> 29) ^ (off & 7) ^ (x >> 51));
+}
+
+static void fill_pattern(uint8_t *p, uint64_t off, uint64_t len, uint32_t seed)
+{
+    for (uint64_t i = 0; i < len; i++)
+        p[i] = pattern(off + i, seed);
+}
+
+static uint64_t check_pattern(const uint8_t *p, uint64_t off, uint64_t len, uint32_t seed)
+{
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < len; i++)
+        bad += p[i] != pattern(off + i, seed);
+    return bad;
+}
+
+static void note_error(shared *sh, const char *msg)
+{
+    pthread_mutex_lock(&sh->mu);
+    if (!sh->first_error[0])
+        snprintf(sh->first_error, sizeof sh->first_error, "%s", msg);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* One batch of n requests covering [off, off + n*block) of the worker's part.
+ * Returns the number of requests that completed. */
+static int one_batch(worker *w, int op, uint64_t off, int n, int timeout_ms)
+{
+    shared *sh = w->sh;
+    const opts *o = sh->o;
+    tern_batch *b = tern_batch_alloc(sh->e, (size_t)n);
+    if (!b) {
+        note_error(sh, tern_engine_last_error(sh->e));
+        atomic_fetch_add(&sh->errors, (uint64_t)n);
+        return 0;
+    }
+    tern_request reqs[n];
+    for (int i = 0; i < n; i++)
+        reqs[i] = (tern_request){.opcode = op, .local = sh->local + off + (uint64_t)i * o->block,
+                                 .segment = sh->seg,
+                                 .remote = sh->remote + off + (uint64_t)i * o->block,
+                                 .length = o->block};
+    int rc = tern_batch_submit(b, reqs, (size_t)n);
+    if (rc >= 0)
+        rc = tern_batch_wait(b, timeout_ms);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        tern_request_state st;
+        if (tern_batch_state(b, (size_t)i, &st) == 0 && st.status == TERN_COMPLETED) {
+            ok++;
+            continue;
+        }
+        char msg[512];
+        snprintf(msg, sizeof msg, "request %d (%s %" PRIu64 " B at remote 0x%" PRIx64 "): %s",
+                 i, op == TERN_READ ? "READ" : "WRITE", o->block, reqs[i].remote,
+                 tern_batch_error(b, (size_t)i));
+        note_error(sh, msg);
+    }
+    if (rc == TERN_ERR_TIMEOUT)
+        note_error(sh, "a batch did not finish within the wait timeout");
+    if (tern_batch_free(b) != 0)
+        tern_batch_wait(b, -1), tern_batch_free(b);
+    atomic_fetch_add(&sh->errors, (uint64_t)(n - ok));
+    return ok;
+}
+
+static void lat_add(worker *w, uint32_t us, int n)
+{
+    if (w->nlat + (size_t)n > w->caplat) {
+        size_t nc = (w->caplat ? w->caplat * 2 : 65536) + (size_t)n;
+        uint32_t *p = realloc(w->lat_us, nc * sizeof *p);
+        if (!p)
+            return;
+        w->lat_us = p;
+        w->caplat = nc;
+    }
+    for (int i = 0; i < n; i++)
+        w->lat_us[w->nlat++] = us;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    shared *sh = w->sh;
+    const opts *o = sh->o;
+    uint64_t per_batch = (uint64_t)o->batch * o->block;
+    uint64_t nslots = w->len / per_batch, slot = 0;
+    while (!atomic_load(&sh->stop)) {
+        uint64_t off = w->off + (slot % nslots) * per_batch;
+        slot++;
+        w->slots_used = slot < nslots ? slot : nslots;
+        double t0 = now_s();
+        int ok = one_batch(w, o->op, off, o->batch, 30000);
+        double dt = now_s() - t0;
+        lat_add(w, (uint32_t)(dt * 1e6), ok);
+        atomic_fetch_add(&sh->ops, (uint64_t)ok);
+        atomic_fetch_add(&sh->bytes, (uint64_t)ok * o->block);
+        if (o->verify && o->op == TERN_READ && ok == o->batch) {
+            uint64_t bad = check_pattern(sh->local + off, off, per_batch, sh->seed);
+            if (bad) {
+                atomic_fetch_add(&sh->verify_bad, bad);
+                note_error(sh, "verify: READ returned bytes that differ from the pattern");
+            }
+        }
+    }
+    return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Largest buffer of the target's descriptor. */
+static int remote_buffer(tern_engine *e, tern_segment_id seg, uint64_t *addr, uint64_t *len)
+{
+    char *js = NULL;
+    int rc = tern_segment_descriptor(e, seg, &js);
+    if (rc)
+        return rc;
+    json_object *root = json_tokener_parse(js), *bufs;
+    free(js);
+    *len = 0;
+    if (root && json_object_object_get_ex(root, "buffers", &bufs) &&
+        json_object_is_type(bufs, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(bufs); i++) {
+            json_object *b = json_object_array_get_idx(bufs, i), *a, *l;
+            if (json_object_object_get_ex(b, "addr", &a) &&
+                json_object_object_get_ex(b, "length", &l) &&
+                json_object_get_uint64(l) > *len) {
+                *addr = json_object_get_uint64(a);
+                *len = json_object_get_uint64(l);
+            }
+        }
+    }
+    json_object_put(root);
+    return *len ? 0 : TERN_ERR_NOT_FOUND;
+}
+
+/* Move the part of each thread's range the run used (all of it for the
+ * pattern written before a read run): op WRITE puts the pattern there,
+ * op READ brings it back for the check. */
+static int verify_pass(shared *sh, worker *ws, int op)
+{
+    const opts *o = sh->o;
+    for (int t = 0; t < o->threads; t++) {
+        worker *w = &ws[t];
+        uint64_t per_batch = (uint64_t)o->batch * o->block;
+        uint64_t used = op == TERN_READ ? w->slots_used * per_batch : w->len;
+        for (uint64_t off = 0; off + per_batch <= used; off += per_batch)
+            if (one_batch(w, op, w->off + off, o->batch, 60000) != o->batch)
+                return -1;
+    }
+    return 0;
+}
+
+static void progress(shared *sh, double t0, uint64_t *last_b, double *last_t)
+{
+    double t = now_s();
+    uint64_t b = atomic_load(&sh->bytes);
+    double gbs = (double)(b - *last_b) / (t - *last_t) / 1e9;
+    fprintf(stderr, "[%5.1fs] %7.3f GB/s  %9.0f ops/s  errors %" PRIu64 "\n", t - t0, gbs,
+            gbs * 1e9 / (double)sh->o->block, (uint64_t)atomic_load(&sh->errors));
+    *last_b = b;
+    *last_t = t;
+}
+
+static void summary(shared *sh, worker *ws, double secs, const char *verdict)
+{
+    const opts *o = sh->o;
+    size_t n = 0;
+    for (int t = 0; t < o->threads; t++)
+        n += ws[t].nlat;
+    uint32_t *all = malloc((n ? n : 1) * sizeof *all);
+    size_t k = 0;
+    for (int t = 0; t < o->threads; t++) {
+        memcpy(all + k, ws[t].lat_us, ws[t].nlat * sizeof *all);
+        k += ws[t].nlat;
+    }
+    qsort(all, n, sizeof *all, cmp_u32);
+    double p50 = n ? all[n / 2] : 0, p99 = n ? all[(size_t)((double)(n - 1) * 0.99)] : 0;
+    free(all);
+    uint64_t bytes = atomic_load(&sh->bytes), ops = atomic_load(&sh->ops);
+    uint64_t errs = atomic_load(&sh->errors);
+    double gbs = (double)bytes / secs / 1e9, opss = (double)ops / secs;
+    char xport[64] = "?";
+    tern_segment_transport(sh->e, sh->seg, xport, sizeof xport);
+    if (o->json) {
+        printf("{\"mode\":\"initiator\",\"op\":\"%s\",\"transport\":\"%s\",\"segment\":\"%s\","
+               "\"block_size\":%" PRIu64 ",\"batch_size\":%d,\"threads\":%d,"
+               "\"duration_s\":%.3f,\"bytes\":%" PRIu64 ",\"gb_per_s\":%.4f,"
+               "\"ops\":%" PRIu64 ",\"ops_per_s\":%.1f,\"lat_p50_us\":%.0f,"
+               "\"lat_p99_us\":%.0f,\"errors\":%" PRIu64 ",\"verify\":\"%s\"}\n",
+               o->op == TERN_READ ? "read" : "write", xport, o->segment, o->block, o->batch,
+               o->threads, secs, bytes, gbs, ops, opss, p50, p99, errs, verdict);
+    } else {
+        printf("tern-bench: %s over %s to %s, %d thread(s), batch %d x %" PRIu64 " B, %.1f s\n",
+               o->op == TERN_READ ? "READ" : "WRITE", xport, o->segment, o->threads, o->batch,
+               o->block, secs);
+        printf("  moved      %" PRIu64 " bytes in %" PRIu64 " requests\n", bytes, ops);
+        printf("  throughput %.3f GB/s (%.2f Gbit/s), %.0f ops/s\n", gbs, gbs * 8, opss);
+        printf("  latency    p50 %.0f us, p99 %.0f us per block\n", p50, p99);
+        printf("  errors     %" PRIu64 "%s%s\n", errs, sh->first_error[0] ? ": first: " : "",
+               sh->first_error);
+        printf("  verify     %s\n", verdict);
+    }
+    fflush(stdout);
+}
+
+static int setup_initiator(shared *sh, worker **wsp)
+{
+    const opts *o = sh->o;
+    sh->seg = tern_segment_open(sh->e, o->segment);
+    if (sh->seg < 0) {
+        fprintf(stderr, "tern-bench: cannot open segment %s: %s\n", o->segment,
+                tern_engine_last_error(sh->e));
+        return -1;
+    }
+    if (remote_buffer(sh->e, sh->seg, &sh->remote, &sh->remote_len)) {
+        fprintf(stderr, "tern-bench: segment %s has no registered buffer\n", o->segment);
+        return -1;
+    }
+    uint64_t len = o->buffer < sh->remote_len ? o->buffer : sh->remote_len;
+    uint64_t per_thread = len / (uint64_t)o->threads;
+    uint64_t per_batch = (uint64_t)o->batch * o->block;
+    per_thread -= per_thread % per_batch;
+    if (per_thread == 0) {
+        fprintf(stderr, "tern-bench: a batch (%d x %" PRIu64 " B) per thread does not fit in "
+                "%" PRIu64 " B (the smaller of --buffer-size and the target's buffer) split "
+                "over %d threads\n", o->batch, o->block, len, o->threads);
+        return -1;
+    }
+    sh->local = alloc_buffer(len);
+    if (!sh->local)
+        return -1;
+    if (tern_register_memory(sh->e, sh->local, len, NULL) != 0) {
+        fprintf(stderr, "tern-bench: registering the local buffer failed: %s\n",
+                tern_engine_last_error(sh->e));
+        return -1;
+    }
+    worker *ws = calloc((size_t)o->threads, sizeof *ws);
+    for (int t = 0; t < o->threads; t++)
+        ws[t] = (worker){.sh = sh, .idx = t, .off = (uint64_t)t * per_thread, .len = per_thread};
+    *wsp = ws;
+    sh->remote_len = len;
+    if (o->verify) {
+        sh->seed = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 8;
+        fill_pattern(sh->local, 0, len, sh->seed);
+        if (o->op == TERN_READ && verify_pass(sh, ws, TERN_WRITE) != 0) {
+            fprintf(stderr, "tern-bench: writing the verify pattern failed: %s\n",
+                    sh->first_error);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *verify_after(shared *sh, worker *ws)
+{
+    const opts *o = sh->o;
+    if (!o->verify)
+        return "off";
+    if (o->op == TERN_WRITE) {
+        /* Read every written byte back into a zeroed local buffer. */
+        memset(sh->local, 0, sh->remote_len);
+        if (verify_pass(sh, ws, TERN_READ) != 0)
+            return "failed (read back did not complete)";
+        /* Only the part each thread reached was written this run. */
+        uint64_t per_batch = (uint64_t)o->batch * o->block;
+        for (int t = 0; t < o->threads; t++) {
+            uint64_t n = ws[t].slots_used * per_batch;
+            uint64_t bad = check_pattern(sh->local + ws[t].off, ws[t].off, n, sh->seed);
+            atomic_fetch_add(&sh->verify_bad, bad);
+        }
+    }
+    return atomic_load(&sh->verify_bad) ? "FAILED: bytes differ from the pattern" : "ok";
+}
+
+static int run_initiator(const opts *o)
+{
+    shared sh = {.o = o};
+    pthread_mutex_init(&sh.mu, NULL);
+    sh.e = make_engine(o, 1);
+    if (!sh.e)
+        return 1;
+    worker *ws = NULL;
+    if (setup_initiator(&sh, &ws) != 0) {
+        tern_engine_destroy(sh.e);
+        return 1;
+    }
+    double t0 = now_s(), last_t = t0;
+    uint64_t last_b = 0;
+    for (int t = 0; t < o->threads; t++)
+        pthread_create(&ws[t].th, NULL, worker_main, &ws[t]);
+    double next = t0 + 1;
+    while (!g_signalled && now_s() - t0 < o->duration) {
+        usleep(20000);
+        if (now_s() >= next) {
+            progress(&sh, t0, &last_b, &last_t);
+            next += 1;
+        }
+    }
+    atomic_store(&sh.stop, 1);
+    for (int t = 0; t < o->threads; t++)
+        pthread_join(ws[t].th, NULL);
+    double secs = now_s() - t0;
+    const char *verdict = verify_after(&sh, ws);
+    summary(&sh, ws, secs, verdict);
+    int bad = atomic_load(&sh.errors) || atomic_load(&sh.verify_bad);
+    for (int t = 0; t < o->threads; t++)
+        free(ws[t].lat_us);
+    free(ws);
+    tern_unregister_memory(sh.e, sh.local);
+    tern_segment_close(sh.e, sh.seg);
+    tern_engine_destroy(sh.e);
+    munmap(sh.local, sh.remote_len ? sh.remote_len : 1);
+    return bad ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o) != 0)
+        return 64;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return !strcmp(o.mode, "target") ? run_target(&o) : run_initiator(&o);
+}
