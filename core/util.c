@@ -1,5 +1,7 @@
 /* core/util.c: see util.h. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "util.h"
 
 #include <errno.h>
