@@ -1,0 +1,111 @@
+/* transports/efa: the libfabric transport (AWS EFA and any RDM provider with
+ * RMA: tcp;ofi_rxm, shm, verbs;ofi_rxm, ...).  Internal types shared by the
+ * plugin's source files; nothing here is visible outside libtern-efa.so. */
+#ifndef TERN_EFA_INTERNAL_H
+#define TERN_EFA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "tern/transport.h"
+
+#define EFA_ADDR_MAX 256        /* endpoint names larger than this are refused */
+#define EFA_DEFAULT_SLICE (1024 * 1024)
+#define EFA_DEFAULT_INFLIGHT 256
+
+struct efa_ctx;
+
+/* One address of a peer in a device's AV, shared by the endpoints that
+ * reach the same peer endpoint (fi_av_insert once, fi_av_remove at 0). */
+typedef struct efa_peer {
+    struct efa_peer *next;
+    uint8_t addr[EFA_ADDR_MAX];
+    size_t addrlen;
+    fi_addr_t fi_addr;
+    int refs;
+} efa_peer;
+
+/* One libfabric operation in flight.  Plugin-owned (not in the slice), so
+ * a completion that arrives after the slice was given back (timeout,
+ * ep_close) only frees this record. */
+typedef struct efa_op {
+    struct fi_context2 fctx;    /* first: op_context points here */
+    struct efa_op *prev, *next; /* the device's in-flight list */
+    tern_slice *slice;          /* NULL once abandoned */
+    struct efa_ep *ep;          /* NULL once the endpoint closed */
+    uint64_t posted_ms;
+} efa_op;
+
+/* One fi_info = one device: fabric, domain, endpoint, AV, CQ. */
+typedef struct efa_dev {
+    struct efa_ctx *ctx;
+    int index;
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *ep;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    int cq_waitable;            /* fi_cq_sread usable */
+    int serialise;              /* threading below FI_THREAD_SAFE: lock calls */
+    pthread_mutex_t fi_lock;    /* taken around libfabric calls when serialise */
+    pthread_mutex_t ops_lock;   /* in-flight list, peer table */
+    efa_op ops;                 /* list head of in-flight operations */
+    efa_peer *peers;
+    uint64_t mr_mode;
+    uint64_t max_msg;
+    uint8_t addr[EFA_ADDR_MAX];
+    size_t addrlen;
+    tern_device_info dinfo;
+    pthread_t thread;
+    int thread_started;
+    atomic_uint_fast64_t next_key; /* requested keys when not FI_MR_PROV_KEY */
+    atomic_uint_fast64_t posted, completed, failed;
+} efa_dev;
+
+typedef struct efa_ep {
+    struct efa_ctx *ctx;
+    efa_dev *dev;
+    efa_peer *peer;             /* NULL until ep_connect */
+    struct efa_ep *prev, *next; /* ctx's endpoint list */
+    char peer_nic_path[192];
+    /* Peer's registrations (rkey -> base) when the provider has no
+     * FI_MR_VIRT_ADDR: remote addresses are then offsets from the base. */
+    size_t nbases;
+    uint64_t *base_keys, *base_addrs;
+} efa_ep;
+
+typedef struct efa_mr {
+    struct efa_mr *prev, *next;
+    int ndev;
+    void *addr;
+    size_t len;
+    struct fid_mr *mr[TERN_MAX_DEVICES];
+} efa_mr;
+
+typedef struct efa_ctx {
+    const tern_host_services *host;
+    char provider[64];          /* as configured */
+    char prov_name[64];         /* as given to fi_getinfo */
+    char iface[64];
+    uint64_t slice_size;
+    int max_inflight;
+    int timeout_ms;
+    efa_dev *devs;
+    int ndev;
+    atomic_int stop;
+    atomic_int inflight;
+    pthread_mutex_t done_lock;
+    pthread_cond_t done_cond;
+    tern_slice *done_head, *done_tail; /* linked through slice->plugin[0] */
+    pthread_mutex_t list_lock;  /* endpoints and registrations */
+    efa_ep eps;
+    efa_mr mrs;
+} efa_ctx;
+
+#endif
