@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,7 @@ static int on_connection(void *arg, int type, const char *json, size_t len, char
 typedef struct serial {
     int lfd;
     uint16_t port;
-    volatile int stop;
+    atomic_int stop;
     pthread_t th;
 } serial;
 
@@ -91,7 +92,7 @@ static void serial_one(int fd)
 static void *serial_main(void *arg)
 {
     serial *s = arg;
-    while (!s->stop) {
+    while (!atomic_load(&s->stop)) {
         int fd = accept(s->lfd, NULL, NULL);
         if (fd < 0)
             continue;
@@ -118,7 +119,7 @@ static int serial_start(serial *s)
 
 static void serial_stop(serial *s)
 {
-    s->stop = 1;
+    atomic_store(&s->stop, 1);
     pthread_join(s->th, NULL);
     close(s->lfd);
 }

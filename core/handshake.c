@@ -15,6 +15,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,7 +181,7 @@ struct tern_hs_server {
     hs_conn *work_head, *work_tail;
     hs_conn *done_head, *done_tail;
     int stop_workers;
-    volatile int stop_loop;
+    atomic_int stop_loop;
 };
 
 static void conn_free(tern_hs_server *s, hs_conn *c)
@@ -485,7 +486,7 @@ static void *loop_main(void *arg)
     tern_hs_server *s = arg;
     struct epoll_event evs[128];
     int timeout = 1000;
-    while (!s->stop_loop) {
+    while (!atomic_load(&s->stop_loop)) {
         int n = epoll_wait(s->epfd, evs, 128, timeout);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
@@ -622,7 +623,7 @@ void tern_hs_server_stop(tern_hs_server *s)
 {
     if (!s)
         return;
-    s->stop_loop = 1;
+    atomic_store(&s->stop_loop, 1);
     uint64_t one = 1;
     if (write(s->evfd, &one, sizeof one) < 0) { /* the loop also wakes each second */
     }
