@@ -57,8 +57,8 @@ void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (ctx && ctx->host.log)
-        ctx->host.log(ctx->host.host, level, "%s%s", strncmp(msg, "tcp", 3) ? "tcp: " : "",
-                      msg);
+        /* the host names the transport itself */
+        ctx->host.log(ctx->host.host, level, "%s", strncmp(msg, "tcp: ", 5) ? msg : msg + 5);
     else if (level <= TERN_LOG_WARN)
         fprintf(stderr, "tern tcp: %s\n", msg);
 }

@@ -1,0 +1,322 @@
+/* tests/test_tcp_integration.c: two engines in separate processes on
+ * loopback, through the public API, over the TCP transport.  The target is
+ * tests/helpers/tcp_peer.c (its memory: guard | A | B | guard, A and B
+ * registered, guards full of canaries it checks on request); this process
+ * is the initiator. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tern/tern.h"
+
+#define PEER_PATH TERN_BUILD_DIR "/bin/tern-test-tcp-peer"
+
+static const char *yaml =
+    "server_name: 127.0.0.1:0\n"
+    "metadata: p2p\n"
+    "transports:\n"
+    "  - name: tcp\n"
+    "slice_size: 64K\n"
+    "retries: 2\n"
+    "io_timeout_ms: 3000\n"
+    "log_level: warn\n";
+
+typedef struct peer {
+    pid_t pid;
+    FILE *in, *out;
+    char name[128];
+    uint64_t a, la, b, lb;
+} peer;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void peer_line(peer *p, char *line, size_t len, int tmo_ms)
+{
+    struct pollfd pf = {fileno(p->out), POLLIN, 0};
+    cr_assert_gt(poll(&pf, 1, tmo_ms), 0, "the target process said nothing for %d ms", tmo_ms);
+    cr_assert(fgets(line, (int)len, p->out), "the target process closed its output");
+}
+
+static void peer_start(peer *p)
+{
+    int in[2], out[2];
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    p->pid = fork();
+    cr_assert_geq(p->pid, 0);
+    if (p->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execl(PEER_PATH, PEER_PATH, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    p->in = fdopen(in[1], "w");
+    p->out = fdopen(out[0], "r");
+    char line[512];
+    peer_line(p, line, sizeof line, 30000);
+    int n = sscanf(line, "READY %127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, p->name,
+                   &p->a, &p->la, &p->b, &p->lb);
+    cr_assert_eq(n, 5, "unexpected line from the target: %s", line);
+}
+
+static void peer_check_canaries(peer *p)
+{
+    fprintf(p->in, "CHECK\n");
+    fflush(p->in);
+    char line[128];
+    peer_line(p, line, sizeof line, 10000);
+    cr_assert_str_eq(line, "CANARY ok\n", "target memory outside its buffers changed: %s", line);
+}
+
+static void peer_reap(peer *p)
+{
+    uint64_t end = now_ms() + 10000;
+    int st;
+    while (waitpid(p->pid, &st, WNOHANG) == 0) {
+        if (now_ms() > end) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &st, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    fclose(p->in);
+    fclose(p->out);
+}
+
+static void peer_stop(peer *p)
+{
+    fprintf(p->in, "EXIT\n");
+    fflush(p->in);
+    peer_reap(p);
+}
+
+static tern_engine *engine_new(void)
+{
+    char err[1024] = "";
+    tern_engine *e = tern_engine_create_from_yaml(yaml, "test_tcp_integration", err, sizeof err);
+    cr_assert(e, "engine: %s", err);
+    return e;
+}
+
+static uint8_t *local_buf(tern_engine *e, size_t len)
+{
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(p != MAP_FAILED);
+    cr_assert_eq(tern_register_memory(e, p, len, NULL), 0, "%s", tern_engine_last_error(e));
+    return p;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)((i * 2654435761u) >> 13) ^ (uint8_t)seed;
+}
+
+/* One request, waited for; returns its final status. */
+static tern_status one(tern_engine *e, tern_segment_id seg, int op, void *local, uint64_t remote,
+                       uint64_t len, char *msg, size_t msglen)
+{
+    tern_batch *b = tern_batch_alloc(e, 1);
+    cr_assert(b);
+    tern_request r = {.opcode = op, .local = local, .segment = seg, .remote = remote,
+                      .length = len};
+    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
+    int rc = tern_batch_wait(b, 60000);
+    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "a single request did not finish in 60 s");
+    tern_request_state st;
+    cr_assert_eq(tern_batch_state(b, 0, &st), 0);
+    if (msg)
+        snprintf(msg, msglen, "%s", tern_batch_error(b, 0));
+    if (st.status == TERN_COMPLETED)
+        cr_assert_eq(st.transferred, len);
+    cr_assert_eq(tern_batch_free(b), 0);
+    return st.status;
+}
+
+TestSuite(tcp_integration, .timeout = 180);
+
+Test(tcp_integration, write_then_read_back_byte_exact)
+{
+    peer p;
+    peer_start(&p);
+    tern_engine *e = engine_new();
+    tern_segment_id seg = tern_segment_open(e, p.name);
+    cr_assert_geq(seg, 0, "open %s: %s", p.name, tern_engine_last_error(e));
+    char xp[32] = "";
+    cr_assert_eq(tern_segment_transport(e, seg, xp, sizeof xp), 0);
+    cr_assert_str_eq(xp, "tcp");
+    size_t cap = (16u << 20) + 8192;
+    uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
+    const uint64_t sizes[] = {1, 4096, 65536, 65537, (16u << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint64_t n = sizes[i], at = p.a + 4096 * i + (i & 1) * 3;
+        fill(src, n, (unsigned)i + 11);
+        memset(dst, 0, n);
+        char msg[512];
+        cr_assert_eq(one(e, seg, TERN_WRITE, src, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "WRITE %" PRIu64 " B: %s", n, msg);
+        cr_assert_eq(one(e, seg, TERN_READ, dst, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "READ %" PRIu64 " B: %s", n, msg);
+        cr_assert_eq(memcmp(src, dst, n), 0, "READ back of %" PRIu64 " B differs", n);
+    }
+    /* One request across the boundary between the two registered buffers. */
+    uint64_t span = 200000, at = p.b - 100000;
+    fill(src, span, 99);
+    memset(dst, 0, span);
+    char msg[512];
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    cr_assert_eq(memcmp(src, dst, span), 0, "the request spanning A and B differs");
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(tcp_integration, unregistered_remote_addresses_refused)
+{
+    peer p;
+    peer_start(&p);
+    tern_engine *e = engine_new();
+    tern_segment_id seg = tern_segment_open(e, p.name);
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(e));
+    uint8_t *buf = local_buf(e, 1 << 20);
+    memset(buf, 0x5A, 1 << 20);
+    struct { uint64_t addr, len; const char *what; } bad[] = {
+        {p.a - 4096, 4096, "in the guard below A"},
+        {p.a - 1, 2, "straddling A's start"},
+        {p.b + p.lb - 1, 2, "straddling B's end"},
+        {p.b + p.lb, 65536, "in the guard above B"},
+        {UINT64_MAX - 100, 4096, "addr + len overflows"},
+        {4096, 4096, "a low address"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+            char msg[512] = "";
+            tern_status st = one(e, seg, op, buf, bad[i].addr, bad[i].len, msg, sizeof msg);
+            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s ended %d",
+                      op == TERN_READ ? "READ" : "WRITE", bad[i].what, st);
+            cr_assert(msg[0], "a refused request says why (%s)", bad[i].what);
+        }
+    }
+    for (size_t i = 0; i < 1 << 20; i++)
+        cr_assert_eq(buf[i], 0x5A, "a refused READ wrote local memory");
+    peer_check_canaries(&p);
+    /* and the connection still works for a good request */
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 4096, NULL, 0), TERN_COMPLETED);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
+{
+    peer p;
+    peer_start(&p);
+    tern_engine *e = engine_new();
+    tern_segment_id seg = tern_segment_open(e, p.name);
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(e));
+    const size_t n = 64, len = 16u << 20;
+    uint8_t *src = local_buf(e, len);
+    fill(src, len, 1);
+    tern_batch *b = tern_batch_alloc(e, n);
+    tern_request r[64];
+    for (size_t i = 0; i < n; i++)
+        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src, .segment = seg,
+                              .remote = p.a, .length = len};
+    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
+    usleep(100000);
+    kill(p.pid, SIGKILL);
+    uint64_t t0 = now_ms();
+    int rc = tern_batch_wait(b, 30000);
+    uint64_t waited = now_ms() - t0;
+    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "requests still pending 30 s after the target died");
+    size_t failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        tern_request_state st;
+        tern_batch_state(b, i, &st);
+        cr_assert(st.status == TERN_COMPLETED || st.status == TERN_FAILED,
+                  "request %zu ended %d", i, st.status);
+        if (st.status == TERN_FAILED) {
+            failed++;
+            cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
+        }
+    }
+    cr_assert_gt(failed, 0, "1 GiB was not written within 100 ms, so some must fail");
+    cr_log_info("target killed: %zu of %zu requests FAILED after %" PRIu64 " ms", failed, n,
+                waited);
+    cr_assert_eq(tern_batch_free(b), 0);
+    peer_reap(&p);
+    tern_segment_close(e, seg);
+    /* The same engine works with another target. */
+    peer q;
+    peer_start(&q);
+    tern_segment_id seg2 = tern_segment_open(e, q.name);
+    cr_assert_geq(seg2, 0, "%s", tern_engine_last_error(e));
+    uint8_t *dst = local_buf(e, 1 << 20);
+    char msg[512];
+    cr_assert_eq(one(e, seg2, TERN_WRITE, src, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(one(e, seg2, TERN_READ, dst, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(memcmp(src, dst, 1 << 20), 0);
+    tern_segment_close(e, seg2);
+    tern_engine_destroy(e);
+    peer_stop(&q);
+}
+
+Test(tcp_integration, burst_of_1024_after_10s_idle)
+{
+    peer p;
+    peer_start(&p);
+    tern_engine *e = engine_new();
+    tern_segment_id seg = tern_segment_open(e, p.name);
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(e));
+    const size_t n = 1024, bs = 4096;
+    uint8_t *src = local_buf(e, n * bs), *dst = local_buf(e, n * bs);
+    fill(src, n * bs, 7);
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, p.a, bs, NULL, 0), TERN_COMPLETED);
+    sleep(10);
+    tern_batch *b = tern_batch_alloc(e, n);
+    tern_request *r = calloc(n, sizeof *r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src + i * bs, .segment = seg,
+                              .remote = p.a + i * bs, .length = bs};
+    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
+    int rc = tern_batch_wait(b, 60000);
+    for (size_t i = 0; i < n; i++) {
+        tern_request_state st;
+        tern_batch_state(b, i, &st);
+        cr_assert_eq(st.status, TERN_COMPLETED, "request %zu after idle: %s", i,
+                     tern_batch_error(b, i));
+    }
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(tern_batch_free(b), 0);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, p.a, n * bs, NULL, 0), TERN_COMPLETED);
+    cr_assert_eq(memcmp(src, dst, n * bs), 0);
+    free(r);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
