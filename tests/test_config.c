@@ -8,6 +8,7 @@
 #define _GNU_SOURCE /* setenv, mkstemp, strdup */
 #endif
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -823,6 +824,37 @@ Test(config, shipped_multi_yaml)
     cr_assert_str_eq(cfg->transports[2].name, "tcp");
     cr_assert_eq(cfg->transports[2].required, 1);
     tern_config_free(cfg);
+}
+
+/* The shipped files' transport keys fit the real plugins' option tables
+ * (read from the exported data symbol only: no plugin code runs). */
+Test(config, shipped_files_fit_the_built_plugins_options)
+{
+    static const char *const files[] = {"tern.yaml", "rdma.yaml", "efa.yaml", "multi.yaml"};
+    int checked = 0;
+    for (size_t f = 0; f < 4; f++) {
+        char path[512], so[512], err[512] = "";
+        snprintf(path, sizeof path, "%s/config/%s", TERN_SOURCE_DIR, files[f]);
+        tern_config *cfg = load_shipped(path);
+        for (size_t i = 0; i < cfg->ntransports; i++) {
+            snprintf(so, sizeof so, "%s/lib/tern/libtern-%s.so", TERN_BUILD_DIR,
+                     cfg->transports[i].name);
+            void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+            if (!dl) {
+                cr_log_warn("skipping %s in %s: %s", cfg->transports[i].name, files[f], dlerror());
+                continue;
+            }
+            const tern_transport *t = dlsym(dl, TERN_TRANSPORT_SYMBOL);
+            cr_assert_not_null(t, "%s has no %s", so, TERN_TRANSPORT_SYMBOL);
+            cr_assert_eq(tern_config_check_options(cfg, i, t->options, err, sizeof err), 0,
+                         "%s", err);
+            checked++;
+            dlclose(dl);
+        }
+        tern_config_free(cfg);
+    }
+    if (!checked)
+        cr_skip_test("no transport plugin is built in " TERN_BUILD_DIR "/lib/tern");
 }
 
 /* ---- hostile input: deterministic mutations never crash ---------------------------- */
