@@ -458,3 +458,59 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     cr_assert_lt(tern_now_ms() - t0, 3000);
     close(bh);
 }
+
+/* ---- plugin checks before any plugin code runs ---- */
+
+static int open_with(const char *dir, const char *uri, char *msg, size_t len)
+{
+    char *dirs[] = {(char *)dir};
+    tern_config c = cfg_for(uri, "t", 500);
+    c.plugin_path = dirs;
+    tern_metadata *md = NULL;
+    int rc = tern_metadata_open(&c, &md, msg, len);
+    cr_assert(rc != 0 || md, "%s", uri);
+    if (!rc)
+        tern_metadata_close(md);
+    return rc;
+}
+
+static void check_refused(const char *uri, int code, const char *want)
+{
+    int rc = open_with(TERN_META_TEST_DIR, uri, err, sizeof err);
+    cr_assert_eq(rc, code, "%s: %s (%s)", uri, tern_strerror(rc), err);
+    cr_assert(strstr(err, want), "%s: \"%s\" lacks \"%s\"", uri, err, want);
+}
+
+Test(plugin, every_abi_check_is_made)
+{
+    check_refused("badmagic://h:1", TERN_ERR_ABI, "wrong magic");
+    check_refused("badabi://h:1", TERN_ERR_ABI, "ABI 2.0");
+    check_refused("small://h:1", TERN_ERR_ABI, "smaller than the v1.0 layout");
+    check_refused("noop://h:1", TERN_ERR_ABI, "mandatory operation is NULL");
+    check_refused("wrongscheme://h:1", TERN_ERR_ABI, "serves scheme \"redis\"");
+    check_refused("nosym://h:1", TERN_ERR_PLUGIN, "no symbol tern_metastore_v1");
+    check_refused("openfail://h:1", TERN_ERR_CONNECT,
+                  "metadata openfail://h:1: test plugin refuses openfail://h:1");
+    /* A file that is not a shared object. */
+    char dir[] = "/tmp/tern-meta-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/libtern-meta-garbage.so", dir);
+    FILE *f = fopen(path, "w");
+    fputs("not an ELF file\n", f);
+    fclose(f);
+    int rc = open_with(dir, "garbage://h:1", err, sizeof err);
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(rc, TERN_ERR_PLUGIN, "%s", err);
+    cr_assert(strstr(err, "dlopen failed"), "%s", err);
+}
+
+Test(plugin, found_through_env_path)
+{
+    /* $TERN_PLUGIN_PATH is searched after plugin_path. */
+    setenv("TERN_PLUGIN_PATH", "/nonexistent:" TERN_META_TEST_DIR, 1);
+    int rc = open_with("/also-nonexistent", "badmagic://h:1", err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_ABI, "%s", err);
+    unsetenv("TERN_PLUGIN_PATH");
+}
