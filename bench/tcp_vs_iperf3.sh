@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# bench/tcp_vs_iperf3.sh [BUILD_DIR]: tern over TCP against iperf3, in one
+# go, on loopback, same machine, same minute.
+#
+# For each stream count N (STREAMS, default "1 2") and block size (64K, 1M):
+#   iperf3:  server -s -B 127.0.0.1 -p P; client -c 127.0.0.1 -t 5 -O 1 -l SIZE -P N
+#   tern:    tern-bench target + initiator, --op write (OPS to change),
+#            --threads N, --block-size SIZE, 5 s, TCP transport
+# and prints a table with tern's throughput as a ratio of iperf3's.  Goal:
+# >= 0.95 at 1 MiB and >= 0.9 at 64 KiB.  Absolute figures on a shared
+# machine move a lot; the ratio of two runs a few seconds apart is what
+# counts.  Environment: STREAMS, OPS ("write read"), SECONDS_PER_RUN (5).
+set -euo pipefail
+
+BUILD=${1:-build}
+BENCH="$BUILD/bin/tern-bench"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STREAMS=${STREAMS:-"1 2"}
+OPS=${OPS:-write}
+T=${SECONDS_PER_RUN:-5}
+
+[ -x "$BENCH" ] || { echo "tcp_vs_iperf3: $BENCH not found (build first)" >&2; exit 1; }
+command -v iperf3 >/dev/null || { echo "tcp_vs_iperf3: iperf3 is not installed (apt-get install iperf3)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "tcp_vs_iperf3: python3 is needed to read JSON" >&2; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tern-vs-iperf3.XXXXXX")
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in "${PIDS[@]}"; do
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+json_get() { # file, python expression on d
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+# ---- iperf3 server (one for all runs) --------------------------------------
+IPORT=$(free_port)
+iperf3 -s -B 127.0.0.1 -p "$IPORT" >"$WORK/iperf3-server.log" 2>&1 &
+PIDS+=($!)
+
+# ---- tern target ----------------------------------------------------------------
+CONFIG="$WORK/tern.yaml"
+cat >"$CONFIG" <<EOF
+server_name: 127.0.0.1:0
+metadata: p2p
+transports:
+  - name: tcp
+log_level: warn
+EOF
+"$BENCH" --mode target --config "$CONFIG" --buffer-size 128M >"$WORK/target.out" 2>"$WORK/target.log" &
+PIDS+=($!)
+SEG=
+for _ in $(seq 300); do
+    SEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/target.out")
+    [ -n "$SEG" ] && break
+    sleep 0.1
+done
+[ -n "$SEG" ] || { echo "tcp_vs_iperf3: the tern target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1; }
+sleep 0.5 # iperf3 server up too
+
+run_iperf3() { # size streams -> GB/s
+    local out="$WORK/iperf3-$1-$2.json"
+    iperf3 -c 127.0.0.1 -p "$IPORT" -t "$T" -O 1 -l "$1" -P "$2" -J >"$out" 2>&1 || {
+        echo "iperf3 client failed:" >&2; cat "$out" >&2; return 1; }
+    json_get "$out" "'%.3f' % (d['end']['sum_received']['bits_per_second'] / 8e9)"
+}
+
+run_tern() { # size streams op -> GB/s
+    local size=$1 n=$2 op=$3 batch blk out="$WORK/tern-$1-$2-$3.json"
+    case $size in 64K) batch=64; blk=65536 ;; *) batch=16; blk=1048576 ;; esac
+    # a small working set per thread (2 batches): large ones are page-walk
+    # bound on these VMs, and iperf3 reuses one buffer too
+    local buf=$((n * batch * blk * 2))
+    "$BENCH" --mode initiator --config "$CONFIG" --segment "$SEG" --op "$op" \
+        --block-size "$size" --batch-size "$batch" --buffer-size "$buf" --threads "$n" \
+        --duration "$T" --json >"$out" 2>"$WORK/tern-$1-$2-$3.log" || {
+        echo "tern-bench failed:" >&2; cat "$WORK/tern-$1-$2-$3.log" "$out" >&2; return 1; }
+    json_get "$out" "'%.3f' % d['gb_per_s']"
+}
+
+printf '%-6s %-7s %-6s %12s %12s %8s\n' block streams op "iperf3 GB/s" "tern GB/s" ratio
+for n in $STREAMS; do
+    for size in 64K 1M; do
+        ip=$(run_iperf3 "$size" "$n")
+        for op in $OPS; do
+            tn=$(run_tern "$size" "$n" "$op")
+            ratio=$(python3 -c "print('%.2f' % ($tn / $ip if $ip > 0 else 0))")
+            printf '%-6s %-7s %-6s %12s %12s %8s\n' "$size" "$n" "$op" "$ip" "$tn" "$ratio"
+        done
+    done
+done
+echo "(iperf3: -t $T -O 1; tern-bench: $T s, batch 64 x 64K or 16 x 1M, TCP transport defaults;"
+echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
