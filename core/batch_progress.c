@@ -176,7 +176,7 @@ static void done_failed(tern_cslice *cs)
     if (code == TERN_ERR_DEVICE)
         tern_topology_mark_down(x->topo, cs->local_dev, 1);
     if (is_path_error(code))
-        tern_endpoint_drop(x, cs->local_dev, cs->peer_nic_path);
+        tern_endpoint_drop(x, cs->local_dev, cs->peer_nic_path, cs->s.ep);
     if (cs->ref) {
         tern_epstore_release(x->eps, cs->ref);
         cs->ref = NULL;
@@ -235,7 +235,6 @@ static void retry_flush(tern_xport *x)
         } else if (rc < 0) {
             cs->s.status = rc;
             snprintf(cs->s.errmsg, sizeof cs->s.errmsg, "%s: submit refused", x->pl->name);
-            cs->s.ep = NULL;
             done_failed(cs);
         }
     }
@@ -248,9 +247,7 @@ static void *progress_main(void *arg)
     while (!atomic_load(&x->progress_stop)) {
         int n = x->ops->poll(x->pl->ctx, done, POLL_MAX, POLL_TIMEOUT_MS);
         for (int i = 0; i < n; i++) {
-            tern_cslice *cs = done[i]->core;
-            cs->s.ep = NULL;
-            tern_cslice_done(cs);
+            tern_cslice_done(done[i]->core);
         }
         if (n < 0)
             sleep_us(1000);

@@ -166,8 +166,9 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path,
 /* Passive side of a Connection frame: reply JSON (malloc()ed). */
 char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len);
 void tern_endpoint_close_cb(void *arg, void *ep);
-/* Drop a failed endpoint from the store so a retry builds a fresh one. */
-void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path);
+/* Drop the failed endpoint `bad` from the store (unless the key already
+ * holds a fresh one) so a retry builds a new one. */
+void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path, void *bad);
 
 /* ---- batch_progress.c ---- */
 int tern_progress_start(tern_xport *x, char *err, size_t errlen);

@@ -50,13 +50,19 @@ static const char *nic_of(const char *nic_path)
     return at ? at + 1 : "";
 }
 
-void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path)
+void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path, void *bad)
 {
     char key[400];
     if (local_dev < 0 || local_dev >= x->pl->ndevices)
         return;
     tern_epstore_key(key, sizeof key, x->pl->devices[local_dev].name, peer_nic_path);
-    tern_epstore_remove(x->eps, key);
+    void *cur = NULL; /* only if it is still the failed one, not a fresh one */
+    tern_ep_ref *ref = tern_epstore_get(x->eps, key, &cur);
+    if (!ref)
+        return;
+    tern_epstore_release(x->eps, ref);
+    if (cur == bad)
+        tern_epstore_remove(x->eps, key);
 }
 
 /* ---- in-flight connects (conn_lock held) ------------------------------------ */
