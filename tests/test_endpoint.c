@@ -28,7 +28,8 @@ typedef struct node {
     tern_segment_id peer;
 } node;
 
-static void node_up(node *n, int delay_ms, int refuse)
+/* extra: more keys of the hsloop entry, each "    key: value\n". */
+static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
 {
     char yaml[2048], err[1024] = "";
     snprintf(yaml, sizeof yaml,
@@ -38,13 +39,19 @@ static void node_up(node *n, int delay_ms, int refuse)
              "    path: %s\n"
              "    open_delay_ms: %d\n"
              "    refuse: %s\n"
+             "%s"
              "retries: 1\n"
              "log_level: error\n",
-             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false");
+             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false", extra);
     n->e = tern_engine_create_from_yaml(yaml, "hsloop", err, sizeof err);
     cr_assert_not_null(n->e, "%s", err);
     n->buf = calloc(1, 4 * LEN);
     cr_assert_eq(tern_register_memory(n->e, n->buf, 4 * LEN, NULL), 0);
+}
+
+static void node_up(node *n, int delay_ms, int refuse)
+{
+    node_up_with(n, delay_ms, refuse, "");
 }
 
 static void node_down(node *n)
@@ -91,7 +98,16 @@ static int live_eps(node *n)
     tern_xport *x = &n->e->xports[0];
     char out[64] = "";
     x->ops->query(x->pl->ctx, "eps", out, sizeof out);
-    return atoi(out + 5); /* "open=N" */
+    return atoi(out + 5); /* "open=N opened=M" */
+}
+
+static int opened_eps(node *n)
+{
+    tern_xport *x = &n->e->xports[0];
+    char out[64] = "";
+    x->ops->query(x->pl->ctx, "eps", out, sizeof out);
+    const char *p = strstr(out, "opened=");
+    return p ? atoi(p + 7) : -1;
 }
 
 static size_t stored(node *n)
@@ -205,4 +221,43 @@ Test(endpoint, simultaneous_open_ends_with_one_connection)
         node_down(&a);
         node_down(&b);
     }
+}
+
+/* A slice failing with a connection error drops its endpoint; the retry
+ * handshakes a fresh one and the peer replaces its passive one. */
+Test(endpoint, connection_failure_rebuilds_endpoint)
+{
+    node a, b;
+    node_up_with(&a, 0, 0, "    fail_first: 1\n    fail_code: -12\n");
+    node_up(&b, 0, 0);
+    link_nodes(&a, &b);
+    write_job j = {&a, &b, 0, 0, ""};
+    write_once(&j);
+    cr_assert_eq(j.status, TERN_COMPLETED, "%s", j.why);
+    cr_assert_eq(memcmp(a.buf, b.buf, 1000), 0);
+    cr_assert_eq(opened_eps(&a), 2, "a fresh endpoint after the failure");
+    cr_assert_eq(opened_eps(&b), 2);
+    assert_one_connection(&a, &b);
+    node_down(&a);
+    node_down(&b);
+}
+
+/* TERN_ERR_DEVICE marks the local device down: the retry and every later
+ * choice use the other one. */
+Test(endpoint, device_failure_fails_over)
+{
+    node a, b;
+    node_up_with(&a, 0, 0, "    devices: 2\n    fail_first: 1\n    fail_code: -16\n");
+    node_up_with(&b, 0, 0, "    devices: 2\n");
+    link_nodes(&a, &b);
+    write_job j = {&a, &b, 0, 0, ""};
+    write_once(&j);
+    cr_assert_eq(j.status, TERN_COMPLETED, "%s", j.why);
+    tern_topology *t = a.e->xports[0].topo;
+    int first = tern_topology_select(t, "*", 0, NULL);
+    cr_assert_geq(first, 0);
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(tern_topology_select(t, "*", 0, NULL), first, "one device is down");
+    node_down(&a);
+    node_down(&b);
 }

@@ -6,8 +6,10 @@
  * the peer endpoint's from the handshake; submit copies with memmove (both
  * engines live in this process) and fails unless the endpoint is connected.
  * Options: open_delay_ms (the active ep_open sleeps, widening the window in
- * which both sides connect at once), refuse (the passive side refuses).
- * query("eps") reports "open=<live endpoints> peer=<peer of the last one>". */
+ * which both sides connect at once), refuse (the passive side refuses),
+ * devices (how many: hs0, hs1, ...), fail_first + fail_code (the first N
+ * slices complete with that error, e.g. -12 CONNECT, -16 DEVICE).
+ * query() reports "open=<live endpoints> opened=<ever opened>". */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -27,7 +29,9 @@ typedef struct hs_ctx {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     tern_slice *head, *tail;
-    int live_eps;
+    int live_eps, opened;
+    int ndev;
+    int64_t fail_left, fail_code;
     uint64_t next_key;
 } hs_ctx;
 
@@ -60,6 +64,9 @@ static int hs_init(const tern_host_services *host, void **out, char *err, size_t
     const char *r = host->config_get(host->host, "refuse");
     c->refuse = r && (strcmp(r, "true") == 0 || strcmp(r, "1") == 0 || strcmp(r, "yes") == 0);
     c->next_key = 1;
+    c->ndev = (int)host->config_get_int(host->host, "devices", 1);
+    c->fail_left = host->config_get_int(host->host, "fail_first", 0);
+    c->fail_code = host->config_get_int(host->host, "fail_code", TERN_ERR_CONNECT);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     *out = c;
@@ -76,13 +83,14 @@ static void hs_fini(void *vc)
 
 static int hs_devices(void *vc, tern_device_info *out, int max)
 {
-    (void)vc;
-    if (max < 1)
-        return 0;
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "hs0");
-    out->numa_node = -1;
-    return 1;
+    hs_ctx *c = vc;
+    int n = c->ndev < max ? c->ndev : max;
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        snprintf(out[i].name, sizeof out[i].name, "hs%d", i);
+        out[i].numa_node = -1;
+    }
+    return n;
 }
 
 static int hs_mr_register(void *vc, void *addr, size_t len, tern_mr_keys *keys, void **mr,
@@ -92,9 +100,10 @@ static int hs_mr_register(void *vc, void *addr, size_t len, tern_mr_keys *keys, 
     (void)err;
     (void)errlen;
     memset(keys, 0, sizeof *keys);
-    keys->ndev = 1;
+    keys->ndev = c->ndev;
     pthread_mutex_lock(&c->lock);
-    keys->lkey[0] = keys->rkey[0] = c->next_key++;
+    for (int i = 0; i < c->ndev; i++)
+        keys->lkey[i] = keys->rkey[i] = c->next_key++;
     pthread_mutex_unlock(&c->lock);
     *mr = addr;
     (void)len;
@@ -128,6 +137,7 @@ static int hs_ep_open(void *vc, const tern_ep_params *p, void **out, char *err, 
     ep->ctx = c;
     pthread_mutex_lock(&c->lock);
     c->live_eps++;
+    c->opened++;
     pthread_mutex_unlock(&c->lock);
     *out = ep;
     return 0;
@@ -167,12 +177,18 @@ static int hs_submit(void *vep, tern_slice *const *s, int n)
     if (!ep->connected)
         return TERN_ERR_INVAL;
     for (int i = 0; i < n; i++) {
-        if (s[i]->opcode == 1)
+        pthread_mutex_lock(&c->lock);
+        int fail = c->fail_left > 0 ? (c->fail_left--, 1) : 0;
+        pthread_mutex_unlock(&c->lock);
+        s[i]->status = fail ? (int)c->fail_code : 0;
+        if (fail)
+            snprintf(s[i]->errmsg, sizeof s[i]->errmsg, "hsloop: injected failure %d",
+                     (int)c->fail_code);
+        else if (s[i]->opcode == 1)
             memmove((void *)(uintptr_t)s[i]->remote, s[i]->local, s[i]->length);
         else
             memmove(s[i]->local, (void *)(uintptr_t)s[i]->remote, s[i]->length);
-        s[i]->status = 0;
-        s[i]->transferred = s[i]->length;
+        s[i]->transferred = fail ? 0 : s[i]->length;
         s[i]->plugin[0] = NULL;
         pthread_mutex_lock(&c->lock);
         if (c->tail)
@@ -214,7 +230,7 @@ static int hs_query(void *vc, const char *what, char *out, size_t outlen)
     hs_ctx *c = vc;
     (void)what;
     pthread_mutex_lock(&c->lock);
-    snprintf(out, outlen, "open=%d", c->live_eps);
+    snprintf(out, outlen, "open=%d opened=%d", c->live_eps, c->opened);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
@@ -224,6 +240,12 @@ static const tern_option hs_options[] = {
      .default_value = "0", .help = "active ep_open sleeps this long"},
     {.key = "refuse", .type = TERN_OPT_BOOL, .default_value = "false",
      .help = "the passive side refuses every connection"},
+    {.key = "devices", .type = TERN_OPT_INT, .min = 1, .max = 8, .default_value = "1",
+     .help = "devices shown (hs0, hs1, ...)"},
+    {.key = "fail_first", .type = TERN_OPT_INT, .min = 0, .max = 1000000,
+     .default_value = "0", .help = "the first N slices fail"},
+    {.key = "fail_code", .type = TERN_OPT_INT, .min = -100, .max = 0, .default_value = "-12",
+     .help = "tern_err code of the injected failures"},
     {.key = NULL, .type = TERN_OPT_END},
 };
 
