@@ -623,6 +623,19 @@ static tern_load_outcome plugin_devices(tern_plugin *p)
     return TERN_LOAD_OK;
 }
 
+/* Once plugin code runs, the image stays mapped until exit (dlclose then
+ * only drops a reference): the libraries a transport pulls in (libibverbs,
+ * libfabric and their providers) keep global state and helper threads and
+ * are not safe to unload; unmapping them would leak that state and could
+ * leave a thread running unmapped code.  Plugins refused before init are
+ * unloaded normally. */
+static void pin_image(const tern_plugin *p)
+{
+    void *again = dlopen(p->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE | RTLD_NOLOAD);
+    if (again)
+        dlclose(again);
+}
+
 /* The entry's own `slice_size` key (when the plugin declares one), else the
  * plugin's default, else the engine's. */
 static uint64_t plugin_slice_size(const tern_plugin *p, const tern_config *cfg)
@@ -646,6 +659,7 @@ static tern_load_outcome plugin_init(tern_plugin *p, const tern_config *cfg, siz
     if (host_kv_copy(p->hostdata, &cfg->transports[idx]) < 0)
         return FAIL(p, TERN_LOAD_INIT_FAILED, "transport '%s': out of memory", p->name);
     host_setup(p, cfg);
+    pin_image(p);
     int rc = t->init(&p->host, &p->ctx, msg, sizeof msg);
     msg[sizeof msg - 1] = '\0';
     if (rc < 0) {

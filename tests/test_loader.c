@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -765,4 +766,20 @@ Test(loader, memcpy_concurrent_submitters_and_poller)
         a.t->ep_close(w[t].ep);
     }
     tern_plugins_unload(&a.set);
+}
+
+/* A plugin refused before init is unmapped again; one whose code ran stays
+ * mapped (its libraries keep global state; see pin_image in plugin.c). */
+Test(loader, images_refused_before_init_are_unloaded_others_stay)
+{
+    tern_plugin_set set;
+    char err[1024];
+    cr_assert_eq(load_one("badmagic", &set, err, sizeof err), TERN_ERR_PLUGIN);
+    tern_plugins_unload(&set);
+    cr_assert_null(dlopen(TERN_TP_DIR "/libtern-badmagic.so", RTLD_NOW | RTLD_NOLOAD));
+    cr_assert_eq(load_one("good", &set, err, sizeof err), 0, "%s", err);
+    tern_plugins_unload(&set);
+    void *h = dlopen(TERN_TP_DIR "/libtern-good.so", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h);
+    dlclose(h);
 }
