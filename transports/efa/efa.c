@@ -167,11 +167,36 @@ static void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *
 static void efa_op_link(efa_dev *d, efa_op *op)
 {
     pthread_mutex_lock(&d->ops_lock);
+    op->peer = op->ep->peer;
+    op->peer->inflight++;
     op->next = d->ops.next;
     op->prev = &d->ops;
     d->ops.next->prev = op;
     d->ops.next = op;
     pthread_mutex_unlock(&d->ops_lock);
+}
+
+/* Take p out of the device's peer table (ops_lock held). */
+static efa_peer *efa_peer_unlink_locked(efa_dev *d, efa_peer *p)
+{
+    for (efa_peer **pp = &d->peers; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    return p;
+}
+
+/* fi_av_remove once no endpoint and no operation in the provider uses the
+ * address (removing it under a pending operation crashed shm's progress). */
+static void efa_peer_remove(efa_dev *d, efa_peer *p)
+{
+    pthread_rwlock_wrlock(&d->av_lock);
+    efa_lock(d);
+    fi_av_remove(d->av, &p->fi_addr, 1, 0);
+    efa_unlock(d);
+    pthread_rwlock_unlock(&d->av_lock);
+    free(p);
 }
 
 /* A completion (status 0) or error for op: give the slice back unless it
@@ -184,7 +209,12 @@ static void efa_op_complete(efa_dev *d, efa_op *op, int status, const char *msg)
     op->next->prev = op->prev;
     s = op->slice;
     op->slice = NULL;
+    efa_peer *gone = NULL;
+    if (op->peer && --op->peer->inflight == 0 && op->peer->refs == 0)
+        gone = efa_peer_unlink_locked(d, op->peer);
     pthread_mutex_unlock(&d->ops_lock);
+    if (gone)
+        efa_peer_remove(d, gone);
     if (status)
         atomic_fetch_add(&d->failed, 1);
     else
@@ -218,12 +248,30 @@ static void efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
     pthread_mutex_unlock(&d->ops_lock);
 }
 
+/* A CQ error's tern status.  Connection-level errors are the peer's (the
+ * engine drops the endpoint and retries); access errors are final; anything
+ * else is the local device's (the engine marks it down). */
+static int efa_cq_status(int fi_err)
+{
+    switch (fi_err) {
+    case FI_ECONNRESET: case FI_ECONNREFUSED: case FI_ECONNABORTED: case FI_ECANCELED:
+    case FI_ENOTCONN: case FI_EHOSTUNREACH: case FI_ETIMEDOUT: case EPIPE: case FI_EIO: case FI_EREMOTEIO:
+    case FI_ESHUTDOWN: case FI_EADDRNOTAVAIL:
+        return TERN_ERR_CLOSED;
+    case FI_EACCES: case FI_EKEYREJECTED: case FI_EPERM:
+        return TERN_ERR_RANGE;
+    default:
+        return TERN_ERR_DEVICE;
+    }
+}
+
 /* Read what the CQ has; returns completions handled, 0 when empty.  Called
  * by the progress thread and by submitters that got -FI_EAGAIN. */
 static int efa_cq_drain(efa_dev *d, int timeout_ms)
 {
     struct fi_cq_entry ent[32];
     ssize_t n;
+    pthread_rwlock_rdlock(&d->av_lock);
     efa_lock(d);
     if (timeout_ms > 0 && d->cq_waitable && !d->serialise)
         n = fi_cq_sread(d->cq, ent, 32, NULL, timeout_ms);
@@ -235,6 +283,7 @@ static int efa_cq_drain(efa_dev *d, int timeout_ms)
         memset(&ee, 0, sizeof ee);
         n = fi_cq_readerr(d->cq, &ee, 0);
         efa_unlock(d);
+        pthread_rwlock_unlock(&d->av_lock);
         if (n < 0)
             return 0;
         const char *pe = ee.prov_errno
@@ -243,10 +292,11 @@ static int efa_cq_drain(efa_dev *d, int timeout_ms)
         snprintf(text, sizeof text, "%s: %s (provider: %s)", d->dinfo.name,
                  fi_strerror(ee.err), pe ? pe : "no detail");
         if (ee.op_context)
-            efa_op_complete(d, (efa_op *)ee.op_context, TERN_ERR_DEVICE, text);
+            efa_op_complete(d, (efa_op *)ee.op_context, efa_cq_status(ee.err), text);
         return 1;
     }
     efa_unlock(d);
+    pthread_rwlock_unlock(&d->av_lock);
     if (n <= 0)
         return 0;
     for (ssize_t i = 0; i < n; i++)
@@ -466,6 +516,7 @@ static void efa_dev_close(efa_dev *d)
         fi_freeinfo(d->info);
     pthread_mutex_destroy(&d->fi_lock);
     pthread_mutex_destroy(&d->ops_lock);
+    pthread_rwlock_destroy(&d->av_lock);
 }
 
 static void efa_read_options(efa_ctx *c)
@@ -503,6 +554,12 @@ static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t 
         atomic_init(&d->next_key, 1);
         pthread_mutex_init(&d->fi_lock, NULL);
         pthread_mutex_init(&d->ops_lock, NULL);
+        pthread_rwlockattr_t ra;
+        pthread_rwlockattr_init(&ra);
+        /* the progress thread reads all the time: let av changes in */
+        pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&d->av_lock, &ra);
+        pthread_rwlockattr_destroy(&ra);
         c->ndev = k + 1;
         d->info = fi_dupinfo(picked[k]);
         if (!d->info)
@@ -814,9 +871,11 @@ static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **
     } else {
         memcpy(p->addr, addr, len);
         p->addrlen = len;
+        pthread_rwlock_wrlock(&d->av_lock);
         efa_lock(d);
         int n = fi_av_insert(d->av, p->addr, 1, &p->fi_addr, 0, NULL);
         efa_unlock(d);
+        pthread_rwlock_unlock(&d->av_lock);
         if (n != 1) {
             snprintf(err, errlen,
                      "fi_av_insert of the peer's efa_addr on %s failed (%s): is the peer "
@@ -839,19 +898,13 @@ static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **
 
 static void efa_peer_put(efa_dev *d, efa_peer *p)
 {
+    efa_peer *gone = NULL;
     pthread_mutex_lock(&d->ops_lock);
-    if (--p->refs == 0) {
-        for (efa_peer **pp = &d->peers; *pp; pp = &(*pp)->next)
-            if (*pp == p) {
-                *pp = p->next;
-                break;
-            }
-        efa_lock(d);
-        fi_av_remove(d->av, &p->fi_addr, 1, 0);
-        efa_unlock(d);
-        free(p);
-    }
+    if (--p->refs == 0 && p->inflight == 0)
+        gone = efa_peer_unlink_locked(d, p);
     pthread_mutex_unlock(&d->ops_lock);
+    if (gone)
+        efa_peer_remove(d, gone);
 }
 
 static int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t errlen)
@@ -928,6 +981,7 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     tern_slice *s = op->slice;
     void *desc = (void *)(uintptr_t)s->lkey;
     ssize_t rc;
+    pthread_rwlock_rdlock(&d->av_lock);
     efa_lock(d);
     if (s->opcode == TERN_WRITE)
         rc = fi_write(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
@@ -936,6 +990,7 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
         rc = fi_read(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                      &op->fctx);
     efa_unlock(d);
+    pthread_rwlock_unlock(&d->av_lock);
     return rc;
 }
 

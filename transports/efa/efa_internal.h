@@ -27,7 +27,8 @@ typedef struct efa_peer {
     uint8_t addr[EFA_ADDR_MAX];
     size_t addrlen;
     fi_addr_t fi_addr;
-    int refs;
+    int refs;                   /* endpoints using it */
+    int inflight;               /* operations the provider still holds */
 } efa_peer;
 
 /* One libfabric operation in flight.  Plugin-owned (not in the slice), so
@@ -38,6 +39,7 @@ typedef struct efa_op {
     struct efa_op *prev, *next; /* the device's in-flight list */
     tern_slice *slice;          /* NULL once abandoned */
     struct efa_ep *ep;          /* NULL once the endpoint closed */
+    efa_peer *peer;             /* holds peer->inflight until completion */
     uint64_t posted_ms;
 } efa_op;
 
@@ -55,6 +57,9 @@ typedef struct efa_dev {
     int serialise;              /* threading below FI_THREAD_SAFE: lock calls */
     pthread_mutex_t fi_lock;    /* taken around libfabric calls when serialise */
     pthread_mutex_t ops_lock;   /* in-flight list, peer table */
+    /* Readers: CQ reads and posts; writer: fi_av_insert/fi_av_remove, which
+     * some providers (shm) do not synchronise with their progress. */
+    pthread_rwlock_t av_lock;
     efa_op ops;                 /* list head of in-flight operations */
     efa_peer *peers;
     uint64_t mr_mode;

@@ -1,0 +1,342 @@
+/* tests/test_efa_integration.c: two engines in separate processes, through
+ * the public API, over the efa transport with real libfabric providers:
+ * tcp (tcp;ofi_rxm on lo) and shm.  The target is tests/helpers/efa_peer.c
+ * (GUARD | A | B | GUARD, canaries in the guards); this process initiates.
+ * Also transport negotiation: {efa, tcp} meets {tcp} on tcp, and two
+ * {efa, tcp} engines use efa. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tern/tern.h"
+
+#define PEER_PATH TERN_BUILD_DIR "/bin/tern-test-efa-peer"
+
+typedef struct efa_peer {
+    pid_t pid;
+    FILE *in, *out;
+    char name[128];
+    uint64_t a, la, b, lb;
+} efa_peer;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The engine YAML for a preference list ("efa-tcp,tcp"), as the peer does. */
+static const char *yaml_for(const char *list)
+{
+    static char yaml[2048];
+    char copy[256];
+    size_t used = (size_t)snprintf(yaml, sizeof yaml,
+                                   "server_name: 127.0.0.1:0\nmetadata: p2p\n"
+                                   "slice_size: 64K\nretries: 2\nio_timeout_ms: 3000\n"
+                                   "log_level: warn\ntransports:\n");
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const char *entry = !strcmp(t, "efa-tcp")   ? "  - name: efa\n    provider: tcp\n"
+                                                      "    iface: lo\n"
+                            : !strcmp(t, "efa-shm") ? "  - name: efa\n    provider: shm\n"
+                                                    : "  - name: tcp\n";
+        used += (size_t)snprintf(yaml + used, sizeof yaml - used, "%s", entry);
+    }
+    return yaml;
+}
+
+static void peer_line(efa_peer *p, char *line, size_t len, int tmo_ms)
+{
+    struct pollfd pf = {fileno(p->out), POLLIN, 0};
+    cr_assert_gt(poll(&pf, 1, tmo_ms), 0, "the target process said nothing for %d ms", tmo_ms);
+    cr_assert(fgets(line, (int)len, p->out), "the target process closed its output");
+}
+
+static void peer_start(efa_peer *p, const char *list)
+{
+    int in[2], out[2];
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    p->pid = fork();
+    cr_assert_geq(p->pid, 0);
+    if (p->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execl(PEER_PATH, PEER_PATH, list, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    p->in = fdopen(in[1], "w");
+    p->out = fdopen(out[0], "r");
+    char line[512];
+    peer_line(p, line, sizeof line, 30000);
+    int n = sscanf(line, "READY %127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, p->name,
+                   &p->a, &p->la, &p->b, &p->lb);
+    cr_assert_eq(n, 5, "unexpected line from the target: %s", line);
+}
+
+static void peer_check_canaries(efa_peer *p)
+{
+    char line[128];
+    fprintf(p->in, "CHECK\n");
+    fflush(p->in);
+    peer_line(p, line, sizeof line, 10000);
+    cr_assert_str_eq(line, "CANARY ok\n", "target memory outside its buffers changed: %s", line);
+}
+
+static void peer_reap(efa_peer *p)
+{
+    uint64_t end = now_ms() + 10000;
+    int st;
+    while (waitpid(p->pid, &st, WNOHANG) == 0) {
+        if (now_ms() > end) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &st, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    fclose(p->in);
+    fclose(p->out);
+}
+
+static void peer_stop(efa_peer *p)
+{
+    fprintf(p->in, "EXIT\n");
+    fflush(p->in);
+    peer_reap(p);
+}
+
+/* An engine for the list; skips the test when efa cannot load here. */
+static tern_engine *engine_new(const char *list)
+{
+    char err[2048] = "";
+    tern_engine *e = tern_engine_create_from_yaml(yaml_for(list), "test_efa_integration", err,
+                                                  sizeof err);
+    if (!e && strstr(err, "efa") && strstr(err, "provider"))
+        cr_skip_test("efa (%s) cannot load here: %s", list, err);
+    cr_assert(e, "engine (%s): %s", list, err);
+    return e;
+}
+
+static uint8_t *local_buf(tern_engine *e, size_t len)
+{
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(p != MAP_FAILED);
+    cr_assert_eq(tern_register_memory(e, p, len, NULL), 0, "%s", tern_engine_last_error(e));
+    return p;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(((i * 2246822519u) >> 11) ^ seed);
+}
+
+static tern_status one(tern_engine *e, tern_segment_id seg, int op, void *local, uint64_t remote,
+                       uint64_t len, char *msg, size_t msglen)
+{
+    tern_batch *b = tern_batch_alloc(e, 1);
+    cr_assert(b);
+    tern_request r = {.opcode = op, .local = local, .segment = seg, .remote = remote,
+                      .length = len};
+    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
+    cr_assert_neq(tern_batch_wait(b, 60000), TERN_ERR_TIMEOUT, "a request hung for 60 s");
+    tern_request_state st;
+    cr_assert_eq(tern_batch_state(b, 0, &st), 0);
+    if (msg)
+        snprintf(msg, msglen, "%s", tern_batch_error(b, 0));
+    if (st.status == TERN_COMPLETED)
+        cr_assert_eq(st.transferred, len);
+    cr_assert_eq(tern_batch_free(b), 0);
+    return st.status;
+}
+
+static tern_segment_id open_expect(tern_engine *e, efa_peer *p, const char *transport)
+{
+    char xp[32] = "";
+    tern_segment_id seg = tern_segment_open(e, p->name);
+    cr_assert_geq(seg, 0, "open %s: %s", p->name, tern_engine_last_error(e));
+    cr_assert_eq(tern_segment_transport(e, seg, xp, sizeof xp), 0, "%s",
+                 tern_engine_last_error(e));
+    cr_assert_str_eq(xp, transport, "negotiated %s, expected %s", xp, transport);
+    return seg;
+}
+
+TestSuite(efa_integration, .timeout = 180);
+
+/* ---- data path: the same suite as the TCP transport's ---------------------- */
+
+static void data_path(const char *list)
+{
+    efa_peer p;
+    char msg[512];
+    tern_engine *e = engine_new(list);
+    peer_start(&p, list);
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    size_t cap = (16u << 20) + 8192;
+    uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
+    const uint64_t sizes[] = {1, 4096, 65536, 65537, (16u << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint64_t n = sizes[i], at = p.a + 4096 * i + (i & 1) * 3;
+        fill(src, n, (unsigned)i + 5);
+        memset(dst, 0, n);
+        cr_assert_eq(one(e, seg, TERN_WRITE, src, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "%s WRITE %" PRIu64 " B: %s", list, n, msg);
+        cr_assert_eq(one(e, seg, TERN_READ, dst, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "%s READ %" PRIu64 " B: %s", list, n, msg);
+        cr_assert_eq(memcmp(src, dst, n), 0, "%s READ back of %" PRIu64 " B differs", list, n);
+    }
+    /* across the boundary between the two registered buffers */
+    uint64_t span = 300000, at = p.b - 150000;
+    fill(src, span, 77);
+    memset(dst, 0, span);
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    cr_assert_eq(memcmp(src, dst, span), 0, "the request spanning A and B differs");
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(efa_integration, data_path_provider_tcp) { data_path("efa-tcp"); }
+Test(efa_integration, data_path_provider_shm) { data_path("efa-shm"); }
+
+static void refused(const char *list)
+{
+    efa_peer p;
+    tern_engine *e = engine_new(list);
+    peer_start(&p, list);
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    uint8_t *buf = local_buf(e, 1 << 20);
+    memset(buf, 0x5A, 1 << 20);
+    struct {
+        uint64_t addr, len;
+        const char *what;
+    } bad[] = {
+        {p.a - 4096, 4096, "in the guard below A"},
+        {p.a - 1, 2, "straddling A's start"},
+        {p.b + p.lb - 1, 2, "straddling B's end"},
+        {p.b + p.lb, 65536, "in the guard above B"},
+        {UINT64_MAX - 100, 4096, "addr + len overflows"},
+        {4096, 4096, "a low address"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+            char msg[512] = "";
+            tern_status st = one(e, seg, op, buf, bad[i].addr, bad[i].len, msg, sizeof msg);
+            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s %s ended %d", list,
+                      op == TERN_READ ? "READ" : "WRITE", bad[i].what, st);
+            cr_assert(msg[0], "a refused request says why (%s)", bad[i].what);
+        }
+    for (size_t i = 0; i < 1 << 20; i++)
+        cr_assert_eq(buf[i], 0x5A, "a refused READ wrote local memory");
+    peer_check_canaries(&p);
+    char msg[512];
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 4096, msg, sizeof msg), TERN_COMPLETED,
+                 "a good request after the refusals: %s", msg);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(efa_integration, unregistered_refused_provider_tcp) { refused("efa-tcp"); }
+Test(efa_integration, unregistered_refused_provider_shm) { refused("efa-shm"); }
+
+static void killed(const char *list)
+{
+    efa_peer p;
+    tern_engine *e = engine_new(list);
+    peer_start(&p, list);
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    const size_t n = 64, len = 16u << 20;
+    uint8_t *src = local_buf(e, len);
+    fill(src, len, 3);
+    tern_batch *b = tern_batch_alloc(e, n);
+    tern_request r[64];
+    for (size_t i = 0; i < n; i++)
+        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src, .segment = seg,
+                              .remote = p.a, .length = len};
+    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
+    usleep(50000);
+    kill(p.pid, SIGKILL);
+    uint64_t t0 = now_ms();
+    int rc = tern_batch_wait(b, 60000);
+    uint64_t waited = now_ms() - t0;
+    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "%s: requests pending 60 s after the target died", list);
+    size_t failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        tern_request_state st;
+        tern_batch_state(b, i, &st);
+        cr_assert(st.status == TERN_COMPLETED || st.status == TERN_FAILED,
+                  "request %zu ended %d", i, st.status);
+        if (st.status == TERN_FAILED) {
+            failed++;
+            cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
+        }
+    }
+    cr_assert_gt(failed, 0, "%s: 1 GiB cannot be written in 50 ms: some must fail", list);
+    cr_log_info("%s: target killed: %zu of %zu FAILED after %" PRIu64 " ms (first: %s)", list,
+                failed, n, waited, tern_batch_error(b, n - 1));
+    cr_assert_eq(tern_batch_free(b), 0);
+    peer_reap(&p);
+    tern_segment_close(e, seg);
+    /* The same engine works with a new target. */
+    efa_peer q;
+    char msg[512];
+    peer_start(&q, list);
+    tern_segment_id seg2 = open_expect(e, &q, "efa");
+    uint8_t *dst = local_buf(e, 1 << 20);
+    cr_assert_eq(one(e, seg2, TERN_WRITE, src, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(one(e, seg2, TERN_READ, dst, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(memcmp(src, dst, 1 << 20), 0);
+    tern_segment_close(e, seg2);
+    tern_engine_destroy(e);
+    peer_stop(&q);
+}
+
+Test(efa_integration, target_killed_mid_batch_provider_tcp) { killed("efa-tcp"); }
+Test(efa_integration, target_killed_mid_batch_provider_shm) { killed("efa-shm"); }
+
+/* ---- negotiation ------------------------------------------------------------- */
+
+static void negotiate(const char *mine, const char *theirs, const char *expect)
+{
+    efa_peer p;
+    char msg[512];
+    tern_engine *e = engine_new(mine);
+    peer_start(&p, theirs);
+    tern_segment_id seg = open_expect(e, &p, expect);
+    uint8_t *src = local_buf(e, 1 << 20), *dst = local_buf(e, 1 << 20);
+    fill(src, 1 << 20, 42);
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, p.a + 5, 1 << 20, msg, sizeof msg),
+                 TERN_COMPLETED, "%s -> %s: %s", mine, theirs, msg);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, p.a + 5, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(memcmp(src, dst, 1 << 20), 0);
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(efa_integration, efa_and_tcp_meets_tcp_only_on_tcp) { negotiate("efa-tcp,tcp", "tcp", "tcp"); }
+Test(efa_integration, two_efa_engines_use_efa) { negotiate("efa-tcp,tcp", "efa-tcp,tcp", "efa"); }
+Test(efa_integration, tcp_first_preference_wins) { negotiate("tcp,efa-tcp", "efa-tcp,tcp", "tcp"); }
