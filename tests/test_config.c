@@ -849,7 +849,8 @@ Test(config, shipped_files_fit_the_built_plugins_options)
             cr_assert_eq(tern_config_check_options(cfg, i, t->options, err, sizeof err), 0,
                          "%s", err);
             checked++;
-            dlclose(dl);
+            /* no dlclose(): libfabric/verbs constructors leave memory that
+             * valgrind calls lost once the library is unloaded */
         }
         tern_config_free(cfg);
     }
