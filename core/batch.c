@@ -194,7 +194,7 @@ static void req_start(tern_batch *b, size_t idx, tern_cslice ***list, size_t *nl
 {
     tern_req *q = &b->reqs[idx];
     tern_segment *seg = NULL;
-    char msg[sizeof q->errmsg] = "";
+    char msg[512] = "";
     int rc = validate(b, &q->r, &seg, msg, sizeof msg);
     size_t first = *nlist;
     int n = rc ? rc : cut(b, idx, seg, list, nlist, cap);
@@ -344,7 +344,7 @@ static int result_locked(tern_batch *b)
         if (q->status == TERN_COMPLETED)
             continue;
         tern_engine_fail(b->e, q->error ? q->error : TERN_ERR_INVAL, "request %zu: %s", i,
-                         q->errmsg);
+                         q->errmsg ? q->errmsg : "failed");
         return q->error ? q->error : TERN_ERR_INVAL;
     }
     return 0;
@@ -376,9 +376,12 @@ TERN_EXPORT int tern_batch_wait(tern_batch *b, int timeout_ms)
 
 TERN_EXPORT const char *tern_batch_error(tern_batch *b, size_t index)
 {
-    if (!b || index >= b->n)
+    if (!b)
         return "";
-    return b->reqs[index].errmsg;
+    pthread_mutex_lock(&b->lock); /* set once; lives as long as the batch */
+    const char *m = index < b->n && b->reqs[index].errmsg ? b->reqs[index].errmsg : "";
+    pthread_mutex_unlock(&b->lock);
+    return m;
 }
 
 TERN_EXPORT size_t tern_batch_size(const tern_batch *b) { return b ? b->n : 0; }
@@ -395,6 +398,8 @@ TERN_EXPORT int tern_batch_free(tern_batch *b)
                                 "batch_free: %ld slice(s) still in flight; wait first", inflight);
     pthread_mutex_destroy(&b->lock);
     pthread_cond_destroy(&b->cond);
+    for (size_t i = 0; i < b->n; i++)
+        free(b->reqs[i].errmsg);
     free(b->reqs);
     free(b);
     return 0;

@@ -12,7 +12,7 @@ typedef struct tern_req {
     tern_status status;
     uint64_t transferred;
     int error;
-    char errmsg[512];
+    char *errmsg;          /* malloc()ed on failure, NULL otherwise */
     int nslices;           /* slices of the first cut (test hook) */
     uint64_t deadline_ms;  /* tern_now_ms() based; 0 = none */
 } tern_req;

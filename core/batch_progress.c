@@ -29,10 +29,13 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
     tern_req *q = &b->reqs[idx];
     if (q->status != TERN_PENDING && q->status != TERN_WAITING)
         return;
+    char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(q->errmsg, sizeof q->errmsg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    free(q->errmsg);
+    q->errmsg = strdup(msg); /* NULL on no memory: tern_batch_error then says "" */
     q->status = st;
     q->error = code;
     pthread_cond_broadcast(&b->cond);
