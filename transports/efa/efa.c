@@ -193,7 +193,8 @@ static void efa_peer_remove(efa_dev *d, efa_peer *p)
 {
     pthread_rwlock_wrlock(&d->av_lock);
     efa_lock(d);
-    fi_av_remove(d->av, &p->fi_addr, 1, 0);
+    if (p->gen == atomic_load(&d->gen))
+        fi_av_remove(d->av, &p->fi_addr, 1, 0);
     efa_unlock(d);
     pthread_rwlock_unlock(&d->av_lock);
     free(p);
@@ -201,7 +202,7 @@ static void efa_peer_remove(efa_dev *d, efa_peer *p)
 
 /* A completion (status 0) or error for op: give the slice back unless it
  * was abandoned, then free the record. */
-static void efa_op_complete(efa_dev *d, efa_op *op, int status, const char *msg)
+static efa_peer *efa_op_complete(efa_dev *d, efa_op *op, int status, const char *msg)
 {
     tern_slice *s;
     pthread_mutex_lock(&d->ops_lock);
@@ -210,11 +211,9 @@ static void efa_op_complete(efa_dev *d, efa_op *op, int status, const char *msg)
     s = op->slice;
     op->slice = NULL;
     efa_peer *gone = NULL;
-    if (op->peer && --op->peer->inflight == 0 && op->peer->refs == 0)
+    if (op->peer && !op->peer->stale && --op->peer->inflight == 0 && op->peer->refs == 0)
         gone = efa_peer_unlink_locked(d, op->peer);
     pthread_mutex_unlock(&d->ops_lock);
-    if (gone)
-        efa_peer_remove(d, gone);
     if (status)
         atomic_fetch_add(&d->failed, 1);
     else
@@ -224,13 +223,15 @@ static void efa_op_complete(efa_dev *d, efa_op *op, int status, const char *msg)
         efa_slice_finish(d->ctx, s, status, msg);
     }
     free(op);
+    return gone; /* the caller removes it once it holds no av_lock */
 }
 
 /* Give back (with status) every in-flight slice of ep, or of every endpoint
  * when ep is NULL, or only those older than deadline_ms when it is set. */
-static void efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
-                            int status, const char *msg)
+static int efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
+                           int status, const char *msg)
 {
+    int n = 0;
     pthread_mutex_lock(&d->ops_lock);
     for (efa_op *op = d->ops.next; op != &d->ops; op = op->next) {
         if (!op->slice || (ep && op->ep != ep))
@@ -244,8 +245,10 @@ static void efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
         atomic_fetch_sub(&d->ctx->inflight, 1);
         atomic_fetch_add(&d->failed, 1);
         efa_slice_finish(d->ctx, s, status, msg);
+        n++;
     }
     pthread_mutex_unlock(&d->ops_lock);
+    return n;
 }
 
 /* A CQ error's tern status.  Connection-level errors are the peer's (the
@@ -270,7 +273,11 @@ static int efa_cq_status(int fi_err)
 static int efa_cq_drain(efa_dev *d, int timeout_ms)
 {
     struct fi_cq_entry ent[32];
+    efa_peer *gone[33];
+    int ngone = 0, done = 0;
     ssize_t n;
+    /* Completions are handled under the read lock: a recycle (writer)
+     * frees the operation records. */
     pthread_rwlock_rdlock(&d->av_lock);
     efa_lock(d);
     if (timeout_ms > 0 && d->cq_waitable && !d->serialise)
@@ -283,26 +290,88 @@ static int efa_cq_drain(efa_dev *d, int timeout_ms)
         memset(&ee, 0, sizeof ee);
         n = fi_cq_readerr(d->cq, &ee, 0);
         efa_unlock(d);
-        pthread_rwlock_unlock(&d->av_lock);
-        if (n < 0)
-            return 0;
-        const char *pe = ee.prov_errno
-                             ? fi_cq_strerror(d->cq, ee.prov_errno, ee.err_data, NULL, 0)
-                             : NULL;
-        snprintf(text, sizeof text, "%s: %s (provider: %s)", d->dinfo.name,
-                 fi_strerror(ee.err), pe ? pe : "no detail");
-        if (ee.op_context)
-            efa_op_complete(d, (efa_op *)ee.op_context, efa_cq_status(ee.err), text);
-        return 1;
+        if (n > 0 && ee.op_context) {
+            const char *pe = ee.prov_errno
+                                 ? fi_cq_strerror(d->cq, ee.prov_errno, ee.err_data, NULL, 0)
+                                 : NULL;
+            snprintf(text, sizeof text, "%s: %s (provider: %s)", d->dinfo.name,
+                     fi_strerror(ee.err), pe ? pe : "no detail");
+            gone[ngone] = efa_op_complete(d, (efa_op *)ee.op_context, efa_cq_status(ee.err),
+                                          text);
+            ngone += gone[ngone] != NULL;
+            done = 1;
+        }
+    } else {
+        efa_unlock(d);
+        for (ssize_t i = 0; i < n; i++)
+            if (ent[i].op_context) {
+                gone[ngone] = efa_op_complete(d, (efa_op *)ent[i].op_context, 0, NULL);
+                ngone += gone[ngone] != NULL;
+            }
+        done = n > 0 ? (int)n : 0;
     }
+    pthread_rwlock_unlock(&d->av_lock);
+    for (int i = 0; i < ngone; i++)
+        efa_peer_remove(d, gone[i]);
+    return done;
+}
+
+static int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen);
+
+static void efa_dev_close_ep(efa_dev *d)
+{
+    if (d->ep)
+        fi_close(&d->ep->fid);
+    if (d->av)
+        fi_close(&d->av->fid);
+    if (d->cq)
+        fi_close(&d->cq->fid);
+    d->ep = NULL;
+    d->av = NULL;
+    d->cq = NULL;
+}
+
+/* A peer that died with operations in flight can wedge a provider's
+ * endpoint for every peer (libfabric 1.17 shm keeps waiting for its
+ * answers in order).  Replace the device's CQ, AV and endpoint: in-flight
+ * slices fail with TERN_ERR_CLOSED, endpoints of the old generation refuse
+ * their slices the same way, and the engine reconnects (new efa_addr). */
+static void efa_dev_recycle(efa_dev *d)
+{
+    char err[256];
+    if (d->mr_mode & FI_MR_ENDPOINT) {
+        atomic_store(&d->wedged, 0); /* registrations are bound to the endpoint */
+        return;
+    }
+    pthread_rwlock_wrlock(&d->av_lock);
+    efa_lock(d);
+    efa_ops_abandon(d, NULL, 0, TERN_ERR_CLOSED, "device endpoint recycled: a peer stopped "
+                    "answering");
+    efa_dev_close_ep(d);
+    pthread_mutex_lock(&d->ops_lock);
+    for (efa_op *op = d->ops.next, *n; op != &d->ops; op = n) {
+        n = op->next;
+        free(op);
+    }
+    d->ops.next = d->ops.prev = &d->ops;
+    for (efa_peer *p = d->peers, *n; p; p = n) {
+        n = p->next;
+        p->stale = 1;
+        p->inflight = 0;
+        p->next = NULL;
+        if (p->refs == 0)
+            free(p);
+    }
+    d->peers = NULL;
+    pthread_mutex_unlock(&d->ops_lock);
+    int rc = efa_dev_open_ep(d, err, sizeof err);
+    atomic_fetch_add(&d->gen, 1);
+    atomic_fetch_add(&d->recycles, 1);
+    atomic_store(&d->wedged, rc != 0);
     efa_unlock(d);
     pthread_rwlock_unlock(&d->av_lock);
-    if (n <= 0)
-        return 0;
-    for (ssize_t i = 0; i < n; i++)
-        if (ent[i].op_context)
-            efa_op_complete(d, (efa_op *)ent[i].op_context, 0, NULL);
-    return (int)n;
+    efa_log(d->ctx, rc ? TERN_LOG_ERROR : TERN_LOG_WARN, "%s: endpoint recycled%s%s",
+            d->dinfo.name, rc ? ": " : " after a peer stopped answering", rc ? err : "");
 }
 
 /* Progress thread: keeps the provider moving (manual data progress, also as
@@ -325,11 +394,15 @@ static void *efa_progress_main(void *arg)
             struct timespec ts = {0, now - last_work > 1000 ? 200000 : 20000};
             nanosleep(&ts, NULL);
         }
+        if (atomic_load(&d->wedged))
+            efa_dev_recycle(d);
         if (now >= next_check) {
             next_check = now + 100;
             if (c->timeout_ms > 0 && now > (uint64_t)c->timeout_ms)
-                efa_ops_abandon(d, NULL, now - (uint64_t)c->timeout_ms, TERN_ERR_TIMEOUT,
-                                "no completion within the I/O timeout: is the peer alive?");
+                if (efa_ops_abandon(d, NULL, now - (uint64_t)c->timeout_ms, TERN_ERR_TIMEOUT,
+                                    "no completion within the I/O timeout: is the peer "
+                                    "alive?"))
+                    atomic_store(&d->wedged, 1);
         }
     }
     return NULL;
@@ -456,18 +529,27 @@ static int efa_key_is_base(const efa_dev *d)
         }                                                                            \
     } while (0)
 
+static int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen);
+
 static int efa_dev_open(efa_dev *d, char *err, size_t errlen)
+{
+    struct fi_info *i = d->info;
+    d->mr_mode = (uint64_t)i->domain_attr->mr_mode;
+    d->serialise = i->domain_attr->threading != FI_THREAD_SAFE;
+    d->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size : UINT64_MAX;
+    EFA_TRY(fi_fabric(i->fabric_attr, &d->fabric, NULL), "fi_fabric");
+    EFA_TRY(fi_domain(d->fabric, i, &d->domain, NULL), "fi_domain");
+    return efa_dev_open_ep(d, err, errlen);
+}
+
+/* CQ, AV and endpoint: what a recycle replaces. */
+static int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen)
 {
     struct fi_info *i = d->info;
     struct fi_cq_attr cqa;
     struct fi_av_attr ava;
     memset(&cqa, 0, sizeof cqa);
     memset(&ava, 0, sizeof ava);
-    d->mr_mode = (uint64_t)i->domain_attr->mr_mode;
-    d->serialise = i->domain_attr->threading != FI_THREAD_SAFE;
-    d->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size : UINT64_MAX;
-    EFA_TRY(fi_fabric(i->fabric_attr, &d->fabric, NULL), "fi_fabric");
-    EFA_TRY(fi_domain(d->fabric, i, &d->domain, NULL), "fi_domain");
     cqa.format = FI_CQ_FORMAT_CONTEXT;
     cqa.size = i->tx_attr->size ? i->tx_attr->size * 2 : 4096;
     /* A file descriptor wait blocks in the kernel and honours the timeout;
@@ -493,12 +575,7 @@ static int efa_dev_open(efa_dev *d, char *err, size_t errlen)
 
 static void efa_dev_close(efa_dev *d)
 {
-    if (d->ep)
-        fi_close(&d->ep->fid);
-    if (d->av)
-        fi_close(&d->av->fid);
-    if (d->cq)
-        fi_close(&d->cq->fid);
+    efa_dev_close_ep(d);
     if (d->domain)
         fi_close(&d->domain->fid);
     if (d->fabric)
@@ -854,54 +931,63 @@ static int efa_ep_describe(void *ep, tern_desc *out)
     return e->ctx->host->desc_set_str(out, "efa_addr", hex);
 }
 
-/* Insert addr in the device's AV once; endpoints to the same peer share it. */
+/* Insert addr in the device's AV once; endpoints to the same peer share
+ * it.  Lock order everywhere: av_lock, then ops_lock. */
 static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **out,
                         char *err, size_t errlen)
 {
     efa_peer *p;
-    int rc = 0;
+    *out = NULL;
     pthread_mutex_lock(&d->ops_lock);
     for (p = d->peers; p; p = p->next)
         if (p->addrlen == len && !memcmp(p->addr, addr, len))
             break;
-    if (p) {
+    if (p)
         p->refs++;
-    } else if ((p = calloc(1, sizeof *p)) == NULL) {
-        rc = TERN_ERR_NOMEM;
-    } else {
-        memcpy(p->addr, addr, len);
-        p->addrlen = len;
-        pthread_rwlock_wrlock(&d->av_lock);
-        efa_lock(d);
-        int n = fi_av_insert(d->av, p->addr, 1, &p->fi_addr, 0, NULL);
-        efa_unlock(d);
-        pthread_rwlock_unlock(&d->av_lock);
-        if (n != 1) {
-            snprintf(err, errlen,
-                     "fi_av_insert of the peer's efa_addr on %s failed (%s): is the peer "
-                     "using the same provider (%s)?",
-                     d->dinfo.name, n < 0 ? fi_strerror(-n) : "address not accepted",
-                     d->ctx->prov_name);
-            free(p);
-            p = NULL;
-            rc = TERN_ERR_CONNECT;
-        } else {
-            p->refs = 1;
-            p->next = d->peers;
-            d->peers = p;
-        }
-    }
     pthread_mutex_unlock(&d->ops_lock);
+    if (p) {
+        *out = p;
+        return 0;
+    }
+    if ((p = calloc(1, sizeof *p)) == NULL)
+        return TERN_ERR_NOMEM;
+    memcpy(p->addr, addr, len);
+    p->addrlen = len;
+    pthread_rwlock_wrlock(&d->av_lock);
+    efa_lock(d);
+    int n = fi_av_insert(d->av, p->addr, 1, &p->fi_addr, 0, NULL);
+    efa_unlock(d);
+    if (n == 1) {
+        p->refs = 1;
+        p->gen = atomic_load(&d->gen);
+        pthread_mutex_lock(&d->ops_lock);
+        p->next = d->peers;
+        d->peers = p;
+        pthread_mutex_unlock(&d->ops_lock);
+    }
+    pthread_rwlock_unlock(&d->av_lock);
+    if (n != 1) {
+        snprintf(err, errlen,
+                 "fi_av_insert of the peer's efa_addr on %s failed (%s): is the peer "
+                 "using the same provider (%s)?",
+                 d->dinfo.name, n < 0 ? fi_strerror(-n) : "address not accepted",
+                 d->ctx->prov_name);
+        free(p);
+        return TERN_ERR_CONNECT;
+    }
     *out = p;
-    return rc;
+    return 0;
 }
 
 static void efa_peer_put(efa_dev *d, efa_peer *p)
 {
     efa_peer *gone = NULL;
     pthread_mutex_lock(&d->ops_lock);
-    if (--p->refs == 0 && p->inflight == 0)
+    if (--p->refs == 0 && p->stale) {
+        free(p);
+    } else if (p->refs == 0 && p->inflight == 0) {
         gone = efa_peer_unlink_locked(d, p);
+    }
     pthread_mutex_unlock(&d->ops_lock);
     if (gone)
         efa_peer_remove(d, gone);
@@ -927,6 +1013,7 @@ static int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t err
         efa_peer_put(e->dev, e->peer);
         e->peer = NULL;
     }
+    e->gen = atomic_load(&e->dev->gen);
     return efa_peer_get(e->dev, addr, (size_t)n, &e->peer, err, errlen);
 }
 
@@ -975,6 +1062,19 @@ static int efa_remote_addr(const efa_ep *e, const tern_slice *s, uint64_t *out)
     return -1;
 }
 
+static void efa_op_unlink(efa_dev *d, efa_op *op)
+{
+    pthread_mutex_lock(&d->ops_lock);
+    op->prev->next = op->next;
+    op->next->prev = op->prev;
+    op->peer->inflight--;
+    op->peer = NULL;
+    pthread_mutex_unlock(&d->ops_lock);
+}
+
+/* Post under the read lock, with the operation in the in-flight list only
+ * while the provider holds it.  -FI_ESHUTDOWN: the endpoint belongs to a
+ * recycled generation. */
 static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
 {
     efa_dev *d = e->dev;
@@ -982,6 +1082,12 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     void *desc = (void *)(uintptr_t)s->lkey;
     ssize_t rc;
     pthread_rwlock_rdlock(&d->av_lock);
+    if (e->gen != atomic_load(&d->gen) || e->peer->stale) {
+        pthread_rwlock_unlock(&d->av_lock);
+        return -FI_ESHUTDOWN;
+    }
+    op->posted_ms = efa_now_ms();
+    efa_op_link(d, op);
     efa_lock(d);
     if (s->opcode == TERN_WRITE)
         rc = fi_write(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
@@ -990,6 +1096,8 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
         rc = fi_read(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                      &op->fctx);
     efa_unlock(d);
+    if (rc)
+        efa_op_unlink(d, op);
     pthread_rwlock_unlock(&d->av_lock);
     return rc;
 }
@@ -1025,10 +1133,8 @@ static void efa_submit_one(efa_ep *e, tern_slice *s)
     }
     op->slice = s;
     op->ep = e;
-    op->posted_ms = efa_now_ms();
     atomic_fetch_add(&c->inflight, 1);
-    efa_op_link(d, op);
-    deadline = op->posted_ms + (uint64_t)c->timeout_ms;
+    deadline = efa_now_ms() + (uint64_t)c->timeout_ms;
     while ((rc = efa_post(e, op, raddr)) == -FI_EAGAIN && efa_now_ms() < deadline)
         if (!efa_cq_drain(d, 0))
             sched_yield();
@@ -1036,9 +1142,18 @@ static void efa_submit_one(efa_ep *e, tern_slice *s)
         atomic_fetch_add(&d->posted, 1);
         return;
     }
+    free(op);
+    atomic_fetch_sub(&c->inflight, 1);
+    atomic_fetch_add(&d->failed, 1);
+    if (rc == -FI_ESHUTDOWN) {
+        efa_slice_finish(c, s, TERN_ERR_CLOSED, "the device endpoint was recycled: reconnect");
+        return;
+    }
+    if (rc == -FI_EAGAIN)
+        atomic_store(&d->wedged, 1); /* the provider took nothing for a whole timeout */
     snprintf(msg, sizeof msg, "fi_%s to %.80s failed: %s", s->opcode ? "write" : "read",
              e->peer_nic_path, fi_strerror((int)-rc));
-    efa_op_complete(d, op, rc == -FI_EAGAIN ? TERN_ERR_TIMEOUT : TERN_ERR_DEVICE, msg);
+    efa_slice_finish(c, s, rc == -FI_EAGAIN ? TERN_ERR_TIMEOUT : TERN_ERR_DEVICE, msg);
 }
 
 static int efa_submit(void *ep, tern_slice *const *slices, int n)

@@ -28,6 +28,8 @@ typedef struct efa_peer {
     size_t addrlen;
     fi_addr_t fi_addr;
     int refs;                   /* endpoints using it */
+    int stale;                  /* its AV was closed by a recycle */
+    int gen;                    /* the device generation it was inserted in */
     int inflight;               /* operations the provider still holds */
 } efa_peer;
 
@@ -71,12 +73,16 @@ typedef struct efa_dev {
     int thread_started;
     atomic_uint_fast64_t next_key; /* requested keys when not FI_MR_PROV_KEY */
     atomic_uint_fast64_t posted, completed, failed;
+    atomic_int gen;             /* bumped when the endpoint is recycled */
+    atomic_int wedged;          /* a peer stopped answering: recycle */
+    atomic_uint_fast64_t recycles;
 } efa_dev;
 
 typedef struct efa_ep {
     struct efa_ctx *ctx;
     efa_dev *dev;
     efa_peer *peer;             /* NULL until ep_connect */
+    int gen;                    /* the device generation it connected in */
     struct efa_ep *prev, *next; /* ctx's endpoint list */
     char peer_nic_path[192];
     /* Peer's registrations (rkey -> base) when the provider has no
