@@ -280,7 +280,9 @@ static int builder_attach(builder *b, ynode *n, yaml_mark_t m)
         int rc = 0;
         if (n->kind != YN_SCALAR || n->isnull)
             rc = builder_err(b, m, "expected a plain key, got %s",
-                             n->kind == YN_SEQ ? "a list" : n->kind == YN_MAP ? "a mapping" : "null");
+                             n->kind == YN_SEQ   ? "a list"
+                             : n->kind == YN_MAP ? "a mapping"
+                                                 : "null");
         else if (p->n / 2 >= CFG_MAX_KEYS)
             rc = builder_err(b, m, "expected at most 256 keys in a mapping, got %s", "more");
         for (size_t i = 0; !rc && i < p->n; i += 2) {

@@ -569,6 +569,23 @@ Test(config, error_hostile_sizes)
     strcpy(p, "a]\n");
     expect_err(items, "t.yaml:1:2059: devices[1024]: expected at most 1024 list items, got more");
     free(items);
+    /* 70 lists of 1024 items: more values than the cap */
+    char *many = malloc(70 * (2 + 1024 * 2) + 16), *q = many;
+    q += sprintf(q, "x: [");
+    for (int l = 0; l < 70; l++) {
+        *q++ = '[';
+        for (int i = 0; i < 1024; i++)
+            q += sprintf(q, i ? ",1" : "1");
+        q += sprintf(q, "],");
+    }
+    strcpy(q - 1, "]\n");
+    char err[512] = "";
+    tern_config *cfg = NULL;
+    cr_assert_eq(tern_config_load_yaml(many, "t.yaml", &cfg, err, sizeof err), TERN_ERR_CONFIG);
+    cr_assert_null(cfg);
+    cr_assert(strstr(err, ": x[63][") && strstr(err, ": expected at most 65536 values, got more"),
+              "%s", err);
+    free(many);
     /* an escaped NUL inside a double-quoted scalar */
     expect_err("cluster_id: \"a\\0b\"\n", "t.yaml:1:13: cluster_id: expected text, got a NUL byte");
 }
