@@ -31,3 +31,15 @@ install: build
 
 clean:
 	rm -rf $(BUILD)
+
+# Hardening (issue 8): libFuzzer targets, each run FUZZ_SECONDS (clang,
+# ASan + UBSan, build dir BUILD_FUZZ); integration tests under valgrind.
+FUZZ_SECONDS ?= 60
+BUILD_FUZZ ?= build-fuzz
+BUILD_MEMCHECK ?= build-memcheck
+.PHONY: fuzz memcheck
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh $(BUILD_FUZZ)
+
+memcheck:
+	./scripts/memcheck.sh $(BUILD_MEMCHECK)
