@@ -387,8 +387,10 @@ static int one_batch(worker *w, int op, uint64_t off, int n, int timeout_ms)
     }
     if (rc == TERN_ERR_TIMEOUT)
         note_error(sh, "a batch did not finish within the wait timeout");
-    if (tern_batch_free(b) != 0)
-        tern_batch_wait(b, -1), tern_batch_free(b);
+    /* After a failure the engine may still hold slices of ended requests
+     * for a moment: free refuses (BUSY) until they are back. */
+    for (int tries = 0; tern_batch_free(b) == TERN_ERR_BUSY && tries < 1000; tries++)
+        usleep(10000);
     atomic_fetch_add(&sh->errors, (uint64_t)(n - ok));
     return ok;
 }
