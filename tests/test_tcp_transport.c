@@ -654,7 +654,7 @@ Test(tcp_transport, fini_with_work_in_flight)
     inst *tg = inst_new(NULL), *in = inst_new(NULL);
     region r;
     region_make(tg, &r, 4 << 20);
-    uint8_t *src = malloc(4 << 20);
+    uint8_t *src = calloc(1, 4 << 20);
     void *ep = ep_to(in, tg);
     tern_slice *s[16];
     for (int i = 0; i < 16; i++)
