@@ -231,7 +231,8 @@ static void dispatch(tern_cslice **list, size_t n)
     for (size_t i = 0; i < n; i++)
         if (tern_cslice_prepare(list[i]) == 0)
             list[ready++] = list[i];
-    qsort(list, ready, sizeof *list, by_endpoint);
+    if (ready > 1)
+        qsort(list, ready, sizeof *list, by_endpoint);
     for (size_t i = 0; i < ready;) {
         size_t j = i + 1;
         while (j < ready && list[j]->x == list[i]->x && list[j]->s.ep == list[i]->s.ep)
