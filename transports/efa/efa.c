@@ -33,6 +33,13 @@ static uint64_t efa_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static uint64_t efa_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static void efa_log(const efa_ctx *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void efa_log(const efa_ctx *c, int level, const char *fmt, ...)
@@ -382,9 +389,14 @@ static void *efa_progress_main(void *arg)
     efa_ctx *c = d->ctx;
     uint64_t next_check = efa_now_ms() + 100, last_work = efa_now_ms();
     while (!atomic_load(&c->stop)) {
+        uint64_t t0 = efa_now_us();
         int got = efa_cq_drain(d, 50);
         uint64_t now = efa_now_ms();
-        if (got || atomic_load(&c->inflight) > 0) {
+        /* Without a wait object a passive target sees no completion of its
+         * own: a progress call that took long did work for a peer (shm
+         * copies inside it), so keep polling hard while that goes on. */
+        int busy = !d->cq_waitable && efa_now_us() - t0 > 20;
+        if (got || busy || atomic_load(&c->inflight) > 0) {
             last_work = now;
             if (!got && (!d->cq_waitable || d->serialise))
                 sched_yield();
