@@ -9,7 +9,13 @@
 # and prints a table with tern's throughput as a ratio of iperf3's.  Goal:
 # >= 0.95 at 1 MiB and >= 0.9 at 64 KiB.  Absolute figures on a shared
 # machine move a lot; the ratio of two runs a few seconds apart is what
-# counts.  Environment: STREAMS, OPS ("write read"), SECONDS_PER_RUN (5).
+# counts.  Environment: STREAMS, OPS ("write read"), SECONDS_PER_RUN (5),
+# POOL: "streams" (default: the initiator opens as many TCP connections as
+# iperf3 has streams, transports.tcp.connections = N, so both sides use the
+# same number of sockets and threads), REPEAT (1; e.g. 3 alternates the
+# runs and reports medians, which steadies a noisy machine) or "default" (the transport's default
+# pool of 4 connections per peer; on a loaded machine more threads also
+# means a bigger share of the CPU, so that ratio flatters tern).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -18,6 +24,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STREAMS=${STREAMS:-"1 2"}
 OPS=${OPS:-write}
 T=${SECONDS_PER_RUN:-5}
+POOL=${POOL:-streams}
+REPEAT=${REPEAT:-1}   # >1: alternate iperf3 and tern runs, report medians
 
 [ -x "$BENCH" ] || { echo "tcp_vs_iperf3: $BENCH not found (build first)" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "tcp_vs_iperf3: iperf3 is not installed (apt-get install iperf3)" >&2; exit 1; }
@@ -78,27 +86,40 @@ run_iperf3() { # size streams -> GB/s
 
 run_tern() { # size streams op -> GB/s
     local size=$1 n=$2 op=$3 batch blk out="$WORK/tern-$1-$2-$3.json"
+    local icfg="$WORK/initiator-$n.yaml"
+    cp "$CONFIG" "$icfg"
+    if [ "$POOL" = streams ]; then
+        sed -i "s/^  - name: tcp\$/  - name: tcp\n    connections: $n/" "$icfg"
+    fi
     case $size in 64K) batch=64; blk=65536 ;; *) batch=16; blk=1048576 ;; esac
     # a small working set per thread (2 batches): large ones are page-walk
     # bound on these VMs, and iperf3 reuses one buffer too
     local buf=$((n * batch * blk * 2))
-    "$BENCH" --mode initiator --config "$CONFIG" --segment "$SEG" --op "$op" \
+    "$BENCH" --mode initiator --config "$icfg" --segment "$SEG" --op "$op" \
         --block-size "$size" --batch-size "$batch" --buffer-size "$buf" --threads "$n" \
         --duration "$T" --json >"$out" 2>"$WORK/tern-$1-$2-$3.log" || {
         echo "tern-bench failed:" >&2; cat "$WORK/tern-$1-$2-$3.log" "$out" >&2; return 1; }
     json_get "$out" "'%.3f' % d['gb_per_s']"
 }
 
+median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(map(float, sys.argv[1:])))' "$@"; }
+
 printf '%-6s %-7s %-6s %12s %12s %8s\n' block streams op "iperf3 GB/s" "tern GB/s" ratio
 for n in $STREAMS; do
     for size in 64K 1M; do
-        ip=$(run_iperf3 "$size" "$n")
         for op in $OPS; do
-            tn=$(run_tern "$size" "$n" "$op")
+            ips=() tns=()
+            for _ in $(seq "$REPEAT"); do
+                ips+=("$(run_iperf3 "$size" "$n")")
+                tns+=("$(run_tern "$size" "$n" "$op")")
+            done
+            ip=$(median "${ips[@]}")
+            tn=$(median "${tns[@]}")
             ratio=$(python3 -c "print('%.2f' % ($tn / $ip if $ip > 0 else 0))")
             printf '%-6s %-7s %-6s %12s %12s %8s\n' "$size" "$n" "$op" "$ip" "$tn" "$ratio"
         done
     done
 done
-echo "(iperf3: -t $T -O 1; tern-bench: $T s, batch 64 x 64K or 16 x 1M, TCP transport defaults;"
+echo "(iperf3: -t $T -O 1; tern-bench: $T s, batch 64 x 64K or 16 x 1M, TCP connections: $POOL,"
+echo " medians of $REPEAT alternating run(s);"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
