@@ -667,3 +667,48 @@ Test(tcp_transport, fini_with_work_in_flight)
         free(s[i]);
     free(src);
 }
+
+/* Options: a fixed port, a wildcard bind advertised as the server name's
+ * host, explicit socket buffers, Nagle on, two connections: still correct. */
+Test(tcp_transport, options_are_honoured)
+{
+    inst *tg = inst_new("port", "23417", "bind", "0.0.0.0", "sndbuf", "262144", "rcvbuf",
+                        "262144", "nodelay", "false", NULL);
+    inst *in = inst_new("connections", "2", "sndbuf", "262144", NULL);
+    tern_desc *blob = tern_desc_new();
+    cr_assert_eq(T->segment_describe(tg->ctx, blob), 0);
+    uint64_t port = 0;
+    tern_desc_get_u64(blob, "port", &port);
+    cr_assert_eq(port, 23417);
+    cr_assert_str_eq(tern_desc_get_str(blob, "host"), "127.0.0.1",
+                     "a wildcard bind advertises the server name's host");
+    tern_desc_free(blob);
+    char out[512];
+    cr_assert_eq(T->query(in->ctx, "", out, sizeof out), 0);
+    cr_assert(strstr(out, "2 connections per peer"), "%s", out);
+    region r;
+    region_make(tg, &r, 4 << 20);
+    uint8_t *src = malloc(4 << 20), *dst = calloc(1, 4 << 20);
+    fill(src, 4 << 20, 21);
+    void *ep = ep_to(in, tg);
+    cr_assert_eq(xfer1(in, ep, TERN_WRITE, src, (uint64_t)(uintptr_t)r.buf, 4 << 20, NULL, 0), 0);
+    cr_assert_eq(xfer1(in, ep, TERN_READ, dst, (uint64_t)(uintptr_t)r.buf, 4 << 20, NULL, 0), 0);
+    cr_assert_eq(memcmp(src, dst, 4 << 20), 0);
+    /* A second instance cannot take the same fixed port: a clear error. */
+    tern_host_services hs = tg->hs;
+    const char *k[] = {"port"}, *v[] = {"23417"};
+    inst tmp = {.nkv = 1};
+    tmp.keys[0] = k[0];
+    tmp.vals[0] = v[0];
+    hs.host = &tmp;
+    void *ctx2 = NULL;
+    char err[512] = "";
+    cr_assert_eq(T->init(&hs, &ctx2, err, sizeof err), TERN_ERR_IO);
+    cr_assert(strstr(err, "23417") && strstr(err, "in use"), "%s", err);
+    T->ep_close(ep);
+    region_free(tg, &r);
+    free(src);
+    free(dst);
+    inst_free(in);
+    inst_free(tg);
+}

@@ -338,8 +338,11 @@ static int srv_listen(tcp_ctx *ctx, char *err, size_t errlen)
                         "or the engine's server_name)", ctx->bind_host, gai_strerror(g));
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
-    if (fd >= 0)
+    if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        tcp_sock_tune(ctx, fd); /* buffer sizes must be set before listen to
+                                   count for the window scale */
+    }
     if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 256) != 0) {
         int e = errno;
         if (fd >= 0)
