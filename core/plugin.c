@@ -776,11 +776,15 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
             loaded++;
             continue;
         }
-        if (p->required) {
+        /* A YAML mistake is the user's to fix, required or not: never let it
+         * silently drop a transport (issue 2: "never silently ignored"). */
+        if (p->required || p->outcome == TERN_LOAD_BAD_OPTION) {
             for (size_t j = i + 1; j < set->n; j++)
                 bounded_fmt(set->plugins[j].message, sizeof set->plugins[j].message,
                          "transport '%s': not tried: required transport '%s' failed",
                          set->plugins[j].name, p->name);
+            if (p->outcome == TERN_LOAD_BAD_OPTION)
+                return tern_errf(err, errlen, TERN_ERR_CONFIG, "%s", p->message);
             return tern_errf(err, errlen, TERN_ERR_PLUGIN, "required %s", p->message);
         }
         log(log_arg, TERN_LOG_WARN, "%s; skipped (optional)", p->message);

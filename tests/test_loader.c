@@ -490,7 +490,7 @@ Test(loader, bad_option_is_refused_before_init)
                        "    required: true\n"
                        "    count: 1000\n",
                        &cfg, &set, err, sizeof err);
-    cr_assert_eq(rc, TERN_ERR_PLUGIN);
+    cr_assert_eq(rc, TERN_ERR_CONFIG);
     cr_assert_eq(set.plugins[0].outcome, TERN_LOAD_BAD_OPTION);
     cr_assert(strstr(err, "transport 'good': bad option: loader.yaml:5:5: transports[0].count"),
               "%s", err);
@@ -503,7 +503,7 @@ Test(loader, bad_option_is_refused_before_init)
                    "  - name: good\n"
                    "    bogus: 1\n",
                    &cfg, &set, err, sizeof err);
-    cr_assert_eq(rc, TERN_ERR_PLUGIN);
+    cr_assert_eq(rc, TERN_ERR_CONFIG, "an optional transport's bad key is an error too");
     cr_assert_eq(set.plugins[0].outcome, TERN_LOAD_BAD_OPTION);
     cr_assert(strstr(set.plugins[0].message, "loader.yaml:4:5: transports[0].bogus"), "%s",
               set.plugins[0].message);
