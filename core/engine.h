@@ -34,7 +34,9 @@ typedef struct tern_connecting {
     char key[400];
     char local_nic_path[320];
     int yielded;      /* a passive endpoint was inserted meanwhile */
-    int done;
+    int done, rc;     /* outcome, shared with the threads that waited */
+    int waiters;      /* the last one out frees it */
+    char err[512];
     struct tern_connecting *next;
 } tern_connecting;
 

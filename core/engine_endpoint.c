@@ -70,7 +70,7 @@ void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path,
 static tern_connecting *connecting_find(tern_xport *x, const char *key)
 {
     for (tern_connecting *c = x->connecting; c; c = c->next)
-        if (!c->done && strcmp(c->key, key) == 0)
+        if (strcmp(c->key, key) == 0)
             return c;
     return NULL;
 }
@@ -269,6 +269,34 @@ static int active_open(active_ctx *a, void **ep, tern_ep_ref **ref)
     return 0;
 }
 
+/* Wait for the connect in flight for key c (conn_lock held); returns its
+ * outcome: 0 (the endpoint is then in the store) or its failure, shared by
+ * every waiter so one unreachable peer costs one connect, not one per slice. */
+static int connecting_wait(tern_xport *x, tern_connecting *c, char *err, size_t errlen)
+{
+    c->waiters++;
+    while (!c->done)
+        pthread_cond_wait(&x->conn_cond, &x->conn_lock);
+    int rc = c->rc;
+    if (rc)
+        tern_errf(err, errlen, rc, "%s", c->err);
+    if (--c->waiters == 0)
+        free(c); /* the connecting thread left it to the last waiter */
+    return rc;
+}
+
+/* The connecting thread publishes its outcome (conn_lock held). */
+static void connecting_finish(tern_xport *x, tern_connecting *c, int rc, const char *err)
+{
+    connecting_remove(x, c);
+    c->done = 1;
+    c->rc = rc;
+    tern_strlcpy(c->err, rc && err ? err : "", sizeof c->err);
+    pthread_cond_broadcast(&x->conn_cond);
+    if (c->waiters == 0)
+        free(c);
+}
+
 int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, void **ep,
                       tern_ep_ref **ref, char *err, size_t errlen)
 {
@@ -277,13 +305,19 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
     if ((*ref = tern_epstore_get(x->eps, key, ep)) != NULL)
         return 0;
     pthread_mutex_lock(&x->conn_lock);
-    while (!(*ref = tern_epstore_get(x->eps, key, ep)) && connecting_find(x, key))
-        pthread_cond_wait(&x->conn_cond, &x->conn_lock); /* one connect per key */
+    tern_connecting *c;
+    while (!(*ref = tern_epstore_get(x->eps, key, ep)) && (c = connecting_find(x, key))) {
+        int rc = connecting_wait(x, c, err, errlen); /* one connect per key */
+        if (rc) {
+            pthread_mutex_unlock(&x->conn_lock);
+            return rc;
+        }
+    }
     if (*ref) {
         pthread_mutex_unlock(&x->conn_lock);
         return 0;
     }
-    tern_connecting *c = calloc(1, sizeof *c);
+    c = calloc(1, sizeof *c);
     if (!c) {
         pthread_mutex_unlock(&x->conn_lock);
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
@@ -298,10 +332,8 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
     int rc = active_open(&a, ep, ref);
 
     pthread_mutex_lock(&x->conn_lock);
-    connecting_remove(x, c);
-    pthread_cond_broadcast(&x->conn_cond);
+    connecting_finish(x, c, rc, err);
     pthread_mutex_unlock(&x->conn_lock);
-    free(c);
     return rc;
 }
 

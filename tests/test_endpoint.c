@@ -261,3 +261,31 @@ Test(endpoint, device_failure_fails_over)
     node_down(&a);
     node_down(&b);
 }
+
+/* Threads missing the same key while its connect fails share that failure:
+ * an unreachable or refusing peer costs one handshake per wave of retries,
+ * not one per slice. */
+Test(endpoint, concurrent_misses_share_a_failure)
+{
+    node a, b;
+    node_up(&a, 200, 0);
+    node_up(&b, 0, 1);
+    link_nodes(&a, &b);
+    enum { N = 8 };
+    write_job j[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
+        pthread_create(&t[i], NULL, write_once, &j[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(j[i].status, TERN_FAILED);
+        cr_assert(strstr(j[i].why, "refused by configuration"), "%s", j[i].why);
+    }
+    cr_assert_leq(opened_eps(&b), 4, "%d handshakes for %d slices x 2 attempts",
+                  opened_eps(&b), N);
+    cr_assert_eq(live_eps(&a), 0);
+    node_down(&a);
+    node_down(&b);
+}
