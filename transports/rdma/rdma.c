@@ -199,8 +199,9 @@ static const tern_option rd_options[] = {
      "RDMA devices to use (default: every device with an active port)"},
     {"max_wr", TERN_OPT_INT, 1, 16384, NULL, "256",
      "outstanding work requests per QP; more slices wait in a queue"},
-    {"slice_size", TERN_OPT_SIZE, 0, 1LL << 30, NULL, "0",
-     "largest single RDMA request; longer slices are split (0: port max_msg_sz)"},
+    {"slice_size", TERN_OPT_SIZE, 4096, 64LL << 20, NULL, NULL,
+     "bytes per slice on this transport (default: the engine's slice_size); "
+     "no single RDMA request is longer"},
     {"traffic_class", TERN_OPT_INT, -1, 255, NULL, "-1",
      "GRH traffic class (-1: leave the device default)"},
     {"pkey_index", TERN_OPT_INT, 0, 65535, NULL, "0", "P_Key table index"},
