@@ -82,7 +82,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char buf[4096];
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 5000) != 1)
+        int n;
+        do /* libFuzzer's -timeout alarm interrupts poll */
+            n = poll(&p, 1, 5000);
+        while (n < 0 && errno == EINTR);
+        if (n != 1)
             abort(); /* the daemon must close within its io timeout */
         ssize_t r = recv(fd, buf, sizeof buf, 0);
         if (r <= 0)

@@ -112,7 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Send and receive at once: READ replies must not deadlock the input. */
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN | (wr_open ? POLLOUT : 0)};
-        int n = poll(&p, 1, 10000);
+        int n;
+        do /* libFuzzer's -timeout alarm interrupts poll */
+            n = poll(&p, 1, 10000);
+        while (n < 0 && errno == EINTR);
         if (n != 1) {
             fprintf(stderr, "fuzz_tcp_request: target neither answered nor closed\n");
             abort();
