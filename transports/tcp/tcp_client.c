@@ -157,6 +157,7 @@ static void conn_reconnect(tcp_conn *c, done_list *d)
         return;
     }
     c->fd = fd;
+    c->lowat = 1;
     c->can_send = 1;
     c->can_recv = 0;
     c->last_progress_ms = tcp_now_ms();
@@ -379,6 +380,23 @@ static void conn_recv(tcp_conn *c, done_list *d)
     }
 }
 
+/* While a READ's data is arriving, wake only when a good part of the rest
+ * is there (SO_RCVLOWAT, honoured by poll for TCP) rather than once per
+ * segment; back to 1 byte for reply headers.  Changed only when going to
+ * sleep, so a busy connection makes no extra system calls. */
+#define RX_LOWAT_MAX (256 * 1024)
+static void conn_set_lowat(tcp_conn *c)
+{
+    int want = 1;
+    if (c->rx_payload) {
+        uint64_t rest = c->ring[c->head].s->length - c->rx_off;
+        want = rest < RX_LOWAT_MAX ? (int)rest : RX_LOWAT_MAX;
+    }
+    if (want != c->lowat &&
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+        c->lowat = want;
+}
+
 /* Sleep until the socket or a submit/stop needs us. */
 static void conn_wait(tcp_conn *c)
 {
@@ -387,6 +405,8 @@ static void conn_wait(tcp_conn *c)
     if (c->nsent < c->count && !c->can_send)
         pf[1].events |= POLLOUT;
     int tmo = -1;
+    if (c->fd >= 0)
+        conn_set_lowat(c);
     if (c->count && c->fd >= 0) {
         uint64_t idle = tcp_now_ms() - c->last_progress_ms;
         uint64_t lim = (uint64_t)c->ep->ctx->io_timeout_ms;
@@ -558,6 +578,7 @@ int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
             return rc;
         }
         ep->conns[i].can_send = 1;
+        ep->conns[i].lowat = 1;
     }
     for (int i = 0; i < ep->nconn; i++) {
         tcp_conn *c = &ep->conns[i];

@@ -62,6 +62,7 @@ typedef struct tcp_conn {
     int rx_payload;            /* 1: receiving the head READ's data */
     uint64_t rx_off;
     int can_send, can_recv;
+    int lowat;                 /* SO_RCVLOWAT now set on fd (1 = default) */
     uint64_t last_progress_ms;
     uint64_t next_id;
 } tcp_conn;
