@@ -131,6 +131,7 @@ static tern_cslice *cslice_new(tern_batch *b, size_t idx, tern_segment *seg, uin
     cs->b = b;
     cs->idx = idx;
     cs->seg = seg;
+    cs->seg_gen = seg->gen; /* seg's read lock is held by cut() */
     cs->x = &b->e->xports[seg->xport];
     cs->offset = off;
     cs->local_dev = -1;

@@ -33,6 +33,7 @@ typedef struct tern_cslice {
     size_t idx;            /* request index */
     tern_xport *x;
     tern_segment *seg;
+    uint64_t seg_gen;      /* seg->gen when cut */
     uint64_t offset;       /* within the request */
     int attempt;           /* 0 first try; retry count for path choice */
     tern_ep_ref *ref;      /* endpoint held while the transport owns it */

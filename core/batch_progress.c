@@ -66,7 +66,7 @@ static int prepare_once(tern_cslice *cs, char *err, size_t errlen)
     tern_xport *x = cs->x;
     tern_path path;
     pthread_rwlock_rdlock(&cs->seg->lock);
-    if (!cs->seg->desc) {
+    if (!cs->seg->desc || cs->seg->gen != cs->seg_gen) {
         pthread_rwlock_unlock(&cs->seg->lock);
         return tern_errf(err, errlen, TERN_ERR_CLOSED, "segment %s was closed", cs->seg->name);
     }

@@ -72,6 +72,8 @@ typedef struct tern_segment {
     int used;
     char name[256];
     int xport;                    /* index into eng->xports */
+    uint64_t gen;                 /* bumped on every open: a reused slot is
+                                     not the segment a slice was cut for */
     pthread_rwlock_t lock;        /* guards desc/st (refetch replaces them) */
     tern_segment_desc *desc;
     const tern_seg_transport *st;

@@ -138,8 +138,9 @@ static tern_segment_id segment_install(tern_engine *e, const char *name, tern_se
         return tern_errf(err, errlen, id, "too many open segments (%d)", TERN_MAX_SEGMENTS);
     }
     tern_segment *s = e->segs[id];
-    tern_strlcpy(s->name, name, sizeof s->name);
     pthread_rwlock_wrlock(&s->lock);
+    tern_strlcpy(s->name, name, sizeof s->name);
+    s->gen++;
     int rc = segment_attach(e, s, d, err, errlen);
     s->used = rc == 0;
     pthread_rwlock_unlock(&s->lock);
