@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "handshake.h"
@@ -276,4 +277,24 @@ Test(engine, null_arguments_do_not_crash)
     cr_assert_eq(tern_segment_descriptor(e, -7, &j), TERN_ERR_NOT_FOUND);
     cr_assert_eq(tern_segment_close(e, 12345678), TERN_ERR_NOT_FOUND);
     tern_engine_destroy(e);
+}
+
+Test(engine, create_from_file)
+{
+    char path[] = "/tmp/tern-engine-test-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, yaml_memcpy, strlen(yaml_memcpy)), (ssize_t)strlen(yaml_memcpy));
+    close(fd);
+    char err[1024] = "";
+    tern_engine *e = tern_engine_create(path, err, sizeof err);
+    cr_assert_not_null(e, "%s", err);
+    char *json = NULL;
+    cr_assert_eq(tern_segment_descriptor(e, TERN_LOCAL_SEGMENT, &json), 0);
+    cr_assert(strstr(json, "\"protocol\":\"memcpy\""), "%s", json);
+    free(json);
+    tern_engine_destroy(e);
+    unlink(path);
+    cr_assert_null(tern_engine_create("/nonexistent/tern.yaml", err, sizeof err));
+    cr_assert(strstr(err, "/nonexistent/tern.yaml"), "%s", err);
 }
