@@ -10,13 +10,14 @@
  * the target's segment, takes the largest buffer of its descriptor, splits
  * it and its own buffer evenly between --threads threads, and each thread
  * keeps submitting batches of --batch-size requests of --block-size bytes,
- * walking through its part of the buffer.  Progress goes to stderr once a
+ * walking through its part of the buffer, with --queue-depth batches in
+ * flight (the next is submitted before the oldest is waited for).  Progress goes to stderr once a
  * second; the summary (GB/s, operations/s, p50/p99 latency per block,
  * errors) to stdout, as one JSON object with --json.
  *
  * Latency per block: from the batch's submit until tern_batch_wait
- * returned, recorded once per block of the batch (--batch-size 1 gives the
- * pure round trip of one block).
+ * returned, recorded once per block of the batch (--batch-size 1
+ * --queue-depth 1 gives the pure round trip of one block).
  *
  * --verify: the local buffer holds a pattern that depends on the remote
  * offset and a per-run seed.  write: every block written carries the
@@ -49,7 +50,7 @@ typedef struct opts {
     const char *mode, *config, *segment, *server_name;
     int op;
     uint64_t block, buffer;
-    int batch, threads, verify, json;
+    int batch, threads, verify, json, depth;
     double duration;
 } opts;
 
@@ -125,6 +126,7 @@ static void usage(FILE *f)
         "  --buffer-size S      registered buffer on each side (default 64M; first touch of memory is slow on VMs)\n"
         "  --duration SEC       initiator: how long to run (default 5)\n"
         "  --threads N          initiator: submitting threads (default 1)\n"
+        "  --queue-depth N      initiator: batches in flight per thread (default 2)\n"
         "  --verify             fill with a pattern and check every byte\n"
         "  --json               initiator: the summary as one JSON object\n");
 }
@@ -136,9 +138,10 @@ static int parse_opts(int argc, char **argv, opts *o)
         {"server-name", 1, 0, 'n'}, {"op", 1, 0, 'o'}, {"block-size", 1, 0, 'b'},
         {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 0, 0, 'j'},
+        {"queue-depth", 1, 0, 'q'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
-                .threads = 1, .duration = 5};
+                .threads = 1, .duration = 5, .depth = 2};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -165,6 +168,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case 'B': o->batch = atoi(optarg); break;
         case 't': o->threads = atoi(optarg); break;
+        case 'q': o->depth = atoi(optarg); break;
         case 'd': o->duration = atof(optarg); break;
         case 'v': o->verify = 1; break;
         case 'j': o->json = 1; break;
@@ -177,8 +181,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         return -1;
     }
     if (o->batch < 1 || o->batch > 65536 || o->threads < 1 || o->threads > 256 ||
-        o->duration <= 0) {
-        fprintf(stderr, "tern-bench: --batch-size 1..65536, --threads 1..256, --duration > 0\n");
+        o->duration <= 0 || o->depth < 1 || o->depth > 16) {
+        fprintf(stderr, "tern-bench: --batch-size 1..65536, --threads 1..256, --duration > 0, "
+                        "--queue-depth 1..16\n");
         return -1;
     }
     if (!strcmp(o->mode, "initiator") && !o->segment) {
@@ -351,17 +356,23 @@ static void note_error(shared *sh, const char *msg)
     pthread_mutex_unlock(&sh->mu);
 }
 
-/* One batch of n requests covering [off, off + n*block) of the worker's part.
- * Returns the number of requests that completed. */
-static int one_batch(worker *w, int op, uint64_t off, int n, int timeout_ms)
+/* A batch of n requests covering [off, off + n*block) of the buffers. */
+typedef struct flight {
+    tern_batch *b;
+    uint64_t off;
+    int n, submit_rc;
+    double t0;
+} flight;
+
+static void batch_start(worker *w, flight *f, int op, uint64_t off, int n)
 {
     shared *sh = w->sh;
     const opts *o = sh->o;
-    tern_batch *b = tern_batch_alloc(sh->e, (size_t)n);
-    if (!b) {
+    *f = (flight){.off = off, .n = n, .t0 = now_s()};
+    f->b = tern_batch_alloc(sh->e, (size_t)n);
+    if (!f->b) {
         note_error(sh, tern_engine_last_error(sh->e));
-        atomic_fetch_add(&sh->errors, (uint64_t)n);
-        return 0;
+        return;
     }
     tern_request reqs[n];
     for (int i = 0; i < n; i++)
@@ -369,30 +380,49 @@ static int one_batch(worker *w, int op, uint64_t off, int n, int timeout_ms)
                                  .segment = sh->seg,
                                  .remote = sh->remote + off + (uint64_t)i * o->block,
                                  .length = o->block};
-    int rc = tern_batch_submit(b, reqs, (size_t)n);
+    f->submit_rc = tern_batch_submit(f->b, reqs, (size_t)n);
+}
+
+/* Wait for a started batch; returns the number of requests that completed. */
+static int batch_finish(worker *w, flight *f, int op, int timeout_ms)
+{
+    shared *sh = w->sh;
+    const opts *o = sh->o;
+    int n = f->n, ok = 0, rc = f->submit_rc;
+    if (!f->b) {
+        atomic_fetch_add(&sh->errors, (uint64_t)n);
+        return 0;
+    }
     if (rc >= 0)
-        rc = tern_batch_wait(b, timeout_ms);
-    int ok = 0;
+        rc = tern_batch_wait(f->b, timeout_ms);
     for (int i = 0; i < n; i++) {
         tern_request_state st;
-        if (tern_batch_state(b, (size_t)i, &st) == 0 && st.status == TERN_COMPLETED) {
+        if (tern_batch_state(f->b, (size_t)i, &st) == 0 && st.status == TERN_COMPLETED) {
             ok++;
             continue;
         }
         char msg[512];
         snprintf(msg, sizeof msg, "request %d (%s %" PRIu64 " B at remote 0x%" PRIx64 "): %s",
-                 i, op == TERN_READ ? "READ" : "WRITE", o->block, reqs[i].remote,
-                 tern_batch_error(b, (size_t)i));
+                 i, op == TERN_READ ? "READ" : "WRITE", o->block,
+                 sh->remote + f->off + (uint64_t)i * o->block, tern_batch_error(f->b, (size_t)i));
         note_error(sh, msg);
     }
     if (rc == TERN_ERR_TIMEOUT)
         note_error(sh, "a batch did not finish within the wait timeout");
     /* After a failure the engine may still hold slices of ended requests
      * for a moment: free refuses (BUSY) until they are back. */
-    for (int tries = 0; tern_batch_free(b) == TERN_ERR_BUSY && tries < 1000; tries++)
+    for (int tries = 0; tern_batch_free(f->b) == TERN_ERR_BUSY && tries < 1000; tries++)
         usleep(10000);
+    f->b = NULL;
     atomic_fetch_add(&sh->errors, (uint64_t)(n - ok));
     return ok;
+}
+
+static int one_batch(worker *w, int op, uint64_t off, int n, int timeout_ms)
+{
+    flight f;
+    batch_start(w, &f, op, off, n);
+    return batch_finish(w, &f, op, timeout_ms);
 }
 
 static void lat_add(worker *w, uint32_t us, int n)
@@ -409,6 +439,26 @@ static void lat_add(worker *w, uint32_t us, int n)
         w->lat_us[w->nlat++] = us;
 }
 
+/* Keeps --queue-depth batches in flight so the pipe never drains between
+ * batches (iperf3 never pauses either). */
+static void batch_done(worker *w, flight *f)
+{
+    shared *sh = w->sh;
+    const opts *o = sh->o;
+    int ok = batch_finish(w, f, o->op, 30000);
+    lat_add(w, (uint32_t)((now_s() - f->t0) * 1e6), ok);
+    atomic_fetch_add(&sh->ops, (uint64_t)ok);
+    atomic_fetch_add(&sh->bytes, (uint64_t)ok * o->block);
+    if (o->verify && o->op == TERN_READ && ok == f->n) {
+        uint64_t bad = check_pattern(sh->local + f->off, f->off, (uint64_t)f->n * o->block,
+                                     sh->seed);
+        if (bad) {
+            atomic_fetch_add(&sh->verify_bad, bad);
+            note_error(sh, "verify: READ returned bytes that differ from the pattern");
+        }
+    }
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -416,24 +466,19 @@ static void *worker_main(void *arg)
     const opts *o = sh->o;
     uint64_t per_batch = (uint64_t)o->batch * o->block;
     uint64_t nslots = w->len / per_batch, slot = 0;
-    while (!atomic_load(&sh->stop)) {
-        uint64_t off = w->off + (slot % nslots) * per_batch;
-        slot++;
+    int depth = (uint64_t)o->depth < nslots ? o->depth : (int)nslots;
+    flight q[16];
+    for (int i = 0; i < depth; i++, slot++)
+        batch_start(w, &q[i], o->op, w->off + (slot % nslots) * per_batch, o->batch);
+    for (int i = 0; !atomic_load(&sh->stop); i = (i + 1) % depth, slot++) {
+        batch_done(w, &q[i]);
         w->slots_used = slot < nslots ? slot : nslots;
-        double t0 = now_s();
-        int ok = one_batch(w, o->op, off, o->batch, 30000);
-        double dt = now_s() - t0;
-        lat_add(w, (uint32_t)(dt * 1e6), ok);
-        atomic_fetch_add(&sh->ops, (uint64_t)ok);
-        atomic_fetch_add(&sh->bytes, (uint64_t)ok * o->block);
-        if (o->verify && o->op == TERN_READ && ok == o->batch) {
-            uint64_t bad = check_pattern(sh->local + off, off, per_batch, sh->seed);
-            if (bad) {
-                atomic_fetch_add(&sh->verify_bad, bad);
-                note_error(sh, "verify: READ returned bytes that differ from the pattern");
-            }
-        }
+        batch_start(w, &q[i], o->op, w->off + (slot % nslots) * per_batch, o->batch);
     }
+    for (int i = 0; i < depth; i++)
+        if (q[i].b)
+            batch_done(w, &q[i]);
+    w->slots_used = slot < nslots ? slot : nslots;
     return NULL;
 }
 
