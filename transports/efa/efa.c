@@ -7,6 +7,7 @@
  * section 6 and include/tern/transport.h for the contract. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -943,6 +944,27 @@ static int efa_ep_describe(void *ep, tern_desc *out)
     return e->ctx->host->desc_set_str(out, "efa_addr", hex);
 }
 
+/* shm names are "fi_shm://<pid>:...".  A shm peer that died holding its
+ * region's lock makes fi_write spin forever on it, so shm peers are checked
+ * for life before each post (same pid namespace: CMA needs it anyway). */
+static int efa_shm_pid(const uint8_t *addr, size_t len)
+{
+    static const char prefix[] = "fi_shm://";
+    char buf[32];
+    size_t n = len < sizeof buf - 1 ? len : sizeof buf - 1;
+    memcpy(buf, addr, n);
+    buf[n] = '\0';
+    if (strncmp(buf, prefix, sizeof prefix - 1))
+        return 0;
+    long pid = strtol(buf + sizeof prefix - 1, NULL, 10);
+    return pid > 0 && pid < (1L << 30) ? (int)pid : 0;
+}
+
+static int efa_peer_dead(const efa_peer *p)
+{
+    return p->pid > 0 && kill(p->pid, 0) != 0 && errno == ESRCH;
+}
+
 /* Insert addr in the device's AV once; endpoints to the same peer share
  * it.  Lock order everywhere: av_lock, then ops_lock. */
 static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **out,
@@ -965,6 +987,7 @@ static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **
         return TERN_ERR_NOMEM;
     memcpy(p->addr, addr, len);
     p->addrlen = len;
+    p->pid = efa_shm_pid(p->addr, len);
     pthread_rwlock_wrlock(&d->av_lock);
     efa_lock(d);
     int n = fi_av_insert(d->av, p->addr, 1, &p->fi_addr, 0, NULL);
@@ -1098,6 +1121,10 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
         pthread_rwlock_unlock(&d->av_lock);
         return -FI_ESHUTDOWN;
     }
+    if (efa_peer_dead(e->peer)) {
+        pthread_rwlock_unlock(&d->av_lock);
+        return -FI_ECONNRESET;
+    }
     op->posted_ms = efa_now_ms();
     efa_op_link(d, op);
     efa_lock(d);
@@ -1159,6 +1186,12 @@ static void efa_submit_one(efa_ep *e, tern_slice *s)
     atomic_fetch_add(&d->failed, 1);
     if (rc == -FI_ESHUTDOWN) {
         efa_slice_finish(c, s, TERN_ERR_CLOSED, "the device endpoint was recycled: reconnect");
+        return;
+    }
+    if (rc == -FI_ECONNRESET) {
+        snprintf(msg, sizeof msg, "peer %.80s: its process %d is gone", e->peer_nic_path,
+                 e->peer->pid);
+        efa_slice_finish(c, s, TERN_ERR_CLOSED, msg);
         return;
     }
     if (rc == -FI_EAGAIN)

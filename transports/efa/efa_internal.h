@@ -30,6 +30,7 @@ typedef struct efa_peer {
     int refs;                   /* endpoints using it */
     int stale;                  /* its AV was closed by a recycle */
     int gen;                    /* the device generation it was inserted in */
+    int pid;                    /* shm: the peer's process, checked before posting */
     int inflight;               /* operations the provider still holds */
 } efa_peer;
 
