@@ -6,10 +6,10 @@
  * success adds the slice's bytes to its request; failure drops the
  * endpoint when the error is a device or connection one (a retry then
  * builds a fresh one), marks a local device down for TERN_ERR_DEVICE, and
- * queues the slice for a retry on the next path.  The progress thread never
- * blocks on a full transport queue: retries it cannot hand over stay queued
- * for its next round.  Completions of a request that already ended
- * (timeout, failure) are dropped. */
+ * queues the slice for the transport's retry thread, which chooses the next
+ * path (maybe a handshake) and resubmits: the progress thread never blocks.
+ * Completions of a request that already ended (timeout, failure) are
+ * dropped. */
 #include "batch.h"
 
 #include <stdarg.h>
@@ -140,6 +140,8 @@ void tern_cslice_submit_all(tern_xport *x, void *ep, tern_cslice **cs, int n)
         for (int i = 0; i < k; i++)
             arr[i] = &cs[done + i]->s;
         int rc = x->ops->submit(ep, arr, k);
+        if (rc == 0 && atomic_load(&x->progress_stop))
+            rc = TERN_ERR_CLOSED; /* nobody drains the queue any more */
         if (rc < 0) { /* none taken: each fails and retries on another path */
             for (int i = 0; i < k; i++) {
                 cs[done + i]->s.status = rc;
@@ -169,6 +171,7 @@ static void retry_queue(tern_cslice *cs)
     pthread_mutex_lock(&x->retry_lock);
     cs->next = x->retry_head;
     x->retry_head = cs;
+    pthread_cond_signal(&x->retry_cond);
     pthread_mutex_unlock(&x->retry_lock);
 }
 
@@ -219,28 +222,31 @@ void tern_cslice_done(tern_cslice *cs)
     pthread_mutex_unlock(&b->lock);
 }
 
-/* Hand queued retries to the transport without blocking. */
-static void retry_flush(tern_xport *x)
+/* The retry thread: path, endpoint (possibly a handshake, which may take
+ * up to the I/O timeout) and submit for failed slices, so the progress
+ * thread never blocks and completions of other peers keep flowing. */
+static void *retry_main(void *arg)
 {
+    tern_xport *x = arg;
     pthread_mutex_lock(&x->retry_lock);
-    tern_cslice *list = x->retry_head;
-    x->retry_head = NULL;
-    pthread_mutex_unlock(&x->retry_lock);
-    while (list) {
-        tern_cslice *cs = list;
-        list = cs->next;
-        if (cs->s.ep == NULL && tern_cslice_prepare(cs) != 0)
-            continue; /* failed or canceled: freed */
-        tern_slice *one = &cs->s;
-        int rc = x->ops->submit(cs->s.ep, &one, 1);
-        if (rc == 0) { /* full: keep it (and its endpoint) for the next round */
-            retry_queue(cs);
-        } else if (rc < 0) {
-            cs->s.status = rc;
-            snprintf(cs->s.errmsg, sizeof cs->s.errmsg, "%s: submit refused", x->pl->name);
-            done_failed(cs);
+    while (!atomic_load(&x->progress_stop)) {
+        if (!x->retry_head) {
+            pthread_cond_wait(&x->retry_cond, &x->retry_lock);
+            continue;
         }
+        tern_cslice *list = x->retry_head;
+        x->retry_head = NULL;
+        pthread_mutex_unlock(&x->retry_lock);
+        while (list) {
+            tern_cslice *cs = list;
+            list = cs->next;
+            if (tern_cslice_prepare(cs) == 0)
+                tern_cslice_submit_all(x, cs->s.ep, &cs, 1);
+        }
+        pthread_mutex_lock(&x->retry_lock);
     }
+    pthread_mutex_unlock(&x->retry_lock);
+    return NULL;
 }
 
 static void *progress_main(void *arg)
@@ -249,12 +255,10 @@ static void *progress_main(void *arg)
     tern_slice *done[POLL_MAX];
     while (!atomic_load(&x->progress_stop)) {
         int n = x->ops->poll(x->pl->ctx, done, POLL_MAX, POLL_TIMEOUT_MS);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n; i++)
             tern_cslice_done(done[i]->core);
-        }
         if (n < 0)
             sleep_us(1000);
-        retry_flush(x);
     }
     return NULL;
 }
@@ -262,10 +266,17 @@ static void *progress_main(void *arg)
 int tern_progress_start(tern_xport *x, char *err, size_t errlen)
 {
     pthread_mutex_init(&x->retry_lock, NULL);
+    pthread_cond_init(&x->retry_cond, NULL);
     atomic_store(&x->progress_stop, 0);
     if (pthread_create(&x->progress, NULL, progress_main, x) != 0)
         return tern_errf(err, errlen, TERN_ERR_IO, "cannot start the %s progress thread",
                          x->pl->name);
+    if (pthread_create(&x->retrier, NULL, retry_main, x) != 0) {
+        atomic_store(&x->progress_stop, 1);
+        pthread_join(x->progress, NULL);
+        return tern_errf(err, errlen, TERN_ERR_IO, "cannot start the %s retry thread",
+                         x->pl->name);
+    }
     x->progress_started = 1;
     return 0;
 }
@@ -275,6 +286,10 @@ void tern_progress_stop(tern_xport *x)
     if (!x->progress_started)
         return;
     atomic_store(&x->progress_stop, 1);
+    pthread_mutex_lock(&x->retry_lock);
+    pthread_cond_broadcast(&x->retry_cond);
+    pthread_mutex_unlock(&x->retry_lock);
+    pthread_join(x->retrier, NULL);
     pthread_join(x->progress, NULL);
     x->progress_started = 0;
     pthread_mutex_lock(&x->retry_lock);
@@ -287,4 +302,5 @@ void tern_progress_stop(tern_xport *x)
         fail_final(cs, TERN_ERR_CLOSED, "engine destroyed");
     }
     pthread_mutex_destroy(&x->retry_lock);
+    pthread_cond_destroy(&x->retry_cond);
 }

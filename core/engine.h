@@ -52,7 +52,9 @@ typedef struct tern_xport {
     pthread_t progress;
     int progress_started;
     atomic_int progress_stop;
-    pthread_mutex_t retry_lock;   /* slices waiting to be (re)submitted */
+    pthread_t retrier;            /* resubmits failed slices (batch_progress.c) */
+    pthread_mutex_t retry_lock;   /* slices waiting to be retried */
+    pthread_cond_t retry_cond;
     struct tern_cslice *retry_head;
     pthread_mutex_t conn_lock;    /* guards `connecting` */
     pthread_cond_t conn_cond;
