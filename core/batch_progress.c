@@ -107,9 +107,10 @@ int tern_cslice_prepare(tern_cslice *cs)
     char err[512] = "";
     for (;;) {
         if (!req_live(cs)) {
-            pthread_mutex_lock(&cs->b->lock);
+            tern_batch *b = cs->b; /* cs is freed below */
+            pthread_mutex_lock(&b->lock);
             tern_cslice_free_locked(cs);
-            pthread_mutex_unlock(&cs->b->lock);
+            pthread_mutex_unlock(&b->lock);
             return TERN_ERR_CANCELED;
         }
         int rc = prepare_once(cs, err, sizeof err);

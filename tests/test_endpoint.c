@@ -289,3 +289,23 @@ Test(endpoint, concurrent_misses_share_a_failure)
     node_down(&a);
     node_down(&b);
 }
+
+/* A request whose first slice fails for good: its other slices are dropped
+ * before they reach the transport (regression: use after free there). */
+Test(endpoint, multi_slice_request_to_refusing_peer)
+{
+    node a, b;
+    node_up(&a, 0, 0);
+    node_up(&b, 0, 1);
+    link_nodes(&a, &b);
+    tern_request r = {.opcode = TERN_WRITE, .local = a.buf, .segment = a.peer,
+                      .remote = (uintptr_t)b.buf, .length = 4 * LEN};
+    tern_batch *bt = tern_batch_alloc(a.e, 1);
+    cr_assert_eq(tern_batch_submit(bt, &r, 1), 1);
+    cr_assert_eq(tern_batch_wait(bt, 10000), TERN_ERR_REFUSED, "%s",
+                 tern_engine_last_error(a.e));
+    cr_assert_eq(tern_batch_slice_count(bt, 0), 4);
+    cr_assert_eq(tern_batch_free(bt), 0);
+    node_down(&a);
+    node_down(&b);
+}
