@@ -9,7 +9,11 @@
 # and prints a table with tern's throughput as a ratio of iperf3's.  Goal:
 # >= 0.95 at 1 MiB and >= 0.9 at 64 KiB.  Absolute figures on a shared
 # machine move a lot; the ratio of two runs a few seconds apart is what
-# counts.  Environment: STREAMS, OPS ("write read"), SECONDS_PER_RUN (5),
+# counts.  Because both are CPU-bound on loopback, the script also reports
+# CPU seconds per GB moved (both ends: iperf3's own host+remote figures;
+# tern's initiator via /usr/bin/time and target via /proc/PID/stat), which
+# a busy machine disturbs much less than GB/s; "cpu ratio" > 1 means tern
+# spends less CPU per byte than iperf3.  Environment: STREAMS, OPS ("write read"), SECONDS_PER_RUN (5),
 # POOL: "streams" (default: the initiator opens as many TCP connections as
 # iperf3 has streams, transports.tcp.connections = N, so both sides use the
 # same number of sockets and threads), REPEAT (1; e.g. 3 alternates the
@@ -68,6 +72,7 @@ log_level: warn
 EOF
 "$BENCH" --mode target --config "$CONFIG" --buffer-size 128M >"$WORK/target.out" 2>"$WORK/target.log" &
 PIDS+=($!)
+TPID=$!
 SEG=
 for _ in $(seq 300); do
     SEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/target.out")
@@ -77,11 +82,18 @@ done
 [ -n "$SEG" ] || { echo "tcp_vs_iperf3: the tern target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1; }
 sleep 0.5 # iperf3 server up too
 
-run_iperf3() { # size streams -> GB/s
+proc_cpu() { # pid -> CPU seconds so far
+    awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
+}
+
+run_iperf3() { # size streams -> "GB/s CPU-s/GB"
     local out="$WORK/iperf3-$1-$2.json"
     iperf3 -c 127.0.0.1 -p "$IPORT" -t "$T" -O 1 -l "$1" -P "$2" -J >"$out" 2>&1 || {
         echo "iperf3 client failed:" >&2; cat "$out" >&2; return 1; }
-    json_get "$out" "'%.3f' % (d['end']['sum_received']['bits_per_second'] / 8e9)"
+    json_get "$out" "'%.3f %.3f' % (d['end']['sum_received']['bits_per_second'] / 8e9, \
+        (d['end']['cpu_utilization_percent']['host_total'] + \
+         d['end']['cpu_utilization_percent']['remote_total']) / 100 * ($T + 1) / \
+        (d['end']['sum_received']['bytes'] / 1e9))"
 }
 
 run_tern() { # size streams op -> GB/s
@@ -92,34 +104,45 @@ run_tern() { # size streams op -> GB/s
         sed -i "s/^  - name: tcp\$/  - name: tcp\n    connections: $n/" "$icfg"
     fi
     case $size in 64K) batch=64; blk=65536 ;; *) batch=16; blk=1048576 ;; esac
-    # a small working set per thread (2 batches): large ones are page-walk
+    # a small working set per thread (4 batches in flight): large ones are page-walk
     # bound on these VMs, and iperf3 reuses one buffer too
-    local buf=$((n * batch * blk * 2))
+    local buf=$((n * batch * blk * 4))
+    local t0 t1
+    t0=$(proc_cpu "$TPID")
+    /usr/bin/time -f "%U %S" -o "$WORK/time" \
     "$BENCH" --mode initiator --config "$icfg" --segment "$SEG" --op "$op" \
-        --block-size "$size" --batch-size "$batch" --buffer-size "$buf" --threads "$n" \
+        --block-size "$size" --batch-size "$batch" --buffer-size "$buf" --threads "$n" --queue-depth 4 \
         --duration "$T" --json >"$out" 2>"$WORK/tern-$1-$2-$3.log" || {
         echo "tern-bench failed:" >&2; cat "$WORK/tern-$1-$2-$3.log" "$out" >&2; return 1; }
-    json_get "$out" "'%.3f' % d['gb_per_s']"
+    t1=$(proc_cpu "$TPID")
+    local icpu
+    icpu=$(awk '{print $1 + $2}' "$WORK/time")
+    json_get "$out" "'%.3f %.3f' % (d['gb_per_s'], ($icpu + $t1 - $t0) / (d['bytes'] / 1e9))"
 }
 
 median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
-printf '%-6s %-7s %-6s %12s %12s %8s\n' block streams op "iperf3 GB/s" "tern GB/s" ratio
+printf '%-6s %-7s %-6s %11s %10s %6s | %13s %11s %9s\n' block streams op "iperf3 GB/s" \
+    "tern GB/s" ratio "iperf3 CPUs/GB" "tern CPUs/GB" "cpu ratio"
 for n in $STREAMS; do
     for size in 64K 1M; do
         for op in $OPS; do
-            ips=() tns=()
+            ips=() tns=() ipc=() tnc=()
             for _ in $(seq "$REPEAT"); do
-                ips+=("$(run_iperf3 "$size" "$n")")
-                tns+=("$(run_tern "$size" "$n" "$op")")
+                read -r g c <<<"$(run_iperf3 "$size" "$n")"
+                ips+=("$g"); ipc+=("$c")
+                read -r g c <<<"$(run_tern "$size" "$n" "$op")"
+                tns+=("$g"); tnc+=("$c")
             done
-            ip=$(median "${ips[@]}")
-            tn=$(median "${tns[@]}")
+            ip=$(median "${ips[@]}"); tn=$(median "${tns[@]}")
+            ic=$(median "${ipc[@]}"); tc=$(median "${tnc[@]}")
             ratio=$(python3 -c "print('%.2f' % ($tn / $ip if $ip > 0 else 0))")
-            printf '%-6s %-7s %-6s %12s %12s %8s\n' "$size" "$n" "$op" "$ip" "$tn" "$ratio"
+            cratio=$(python3 -c "print('%.2f' % ($ic / $tc if $tc > 0 else 0))")
+            printf '%-6s %-7s %-6s %11s %10s %6s | %13s %11s %9s\n' "$size" "$n" "$op" "$ip" \
+                "$tn" "$ratio" "$ic" "$tc" "$cratio"
         done
     done
 done
-echo "(iperf3: -t $T -O 1; tern-bench: $T s, batch 64 x 64K or 16 x 1M, TCP connections: $POOL,"
+echo "(iperf3: -t $T -O 1; tern-bench: $T s, 4 batches of 64 x 64K or 16 x 1M in flight, TCP connections: $POOL,"
 echo " medians of $REPEAT alternating run(s);"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
