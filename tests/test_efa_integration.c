@@ -272,8 +272,10 @@ static void killed(const char *list)
     tern_engine *e = engine_new(list);
     peer_start(&p, list);
     tern_segment_id seg = open_expect(e, &p, "efa");
-    /* 4 GiB: shm moves about 20 GB/s on a quiet machine */
-    const size_t n = 256, len = 16u << 20;
+    /* 32 GiB: shm moves about 20 GB/s on a quiet machine, so the batch runs
+     * for seconds even when the killer thread is scheduled late on a loaded
+     * host (4 GiB was not always enough). */
+    const size_t n = 2048, len = 16u << 20;
     uint8_t *src = local_buf(e, len);
     fill(src, len, 3);
     tern_batch *b = tern_batch_alloc(e, n);
@@ -304,7 +306,7 @@ static void killed(const char *list)
             cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
         }
     }
-    cr_assert_gt(failed, 0, "%s: 4 GiB cannot be written in 20 ms: some must fail "
+    cr_assert_gt(failed, 0, "%s: 32 GiB cannot be written before the kill: some must fail "
                  "(submit took %" PRIu64 " ms, wait %" PRIu64 " ms)", list, submit_ms, waited);
     cr_log_info("%s: target killed: %zu of %zu FAILED after %" PRIu64 " ms (first: %s)", list,
                 failed, n, waited, tern_batch_error(b, n - 1));
