@@ -3,7 +3,7 @@
  *
  *   tern-test-fault-peer [auth_secret_file]
  * Creates an engine (tcp, p2p, 127.0.0.1:0, io_timeout 2 s), registers
- * 16 MiB, prints "READY <server name> <addr> <len>" and waits until stdin
+ * 16 MiB (log level warn with a secret, so refusals show on stderr), prints "READY <server name> <addr> <len>" and waits until stdin
  * closes (or it is killed: the point of the fault tests). */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -20,8 +20,8 @@ int main(int argc, char **argv)
     char yaml[1024], err[1024] = "";
     snprintf(yaml, sizeof yaml,
              "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: tcp\n"
-             "io_timeout_ms: 2000\nconnect_timeout_ms: 2000\nlog_level: error\n%s%s%s",
-             argc > 1 ? "auth_secret_file: \"" : "", argc > 1 ? argv[1] : "",
+             "io_timeout_ms: 2000\nconnect_timeout_ms: 2000\nlog_level: %s\n%s%s%s",
+             argc > 1 ? "warn" : "error", argc > 1 ? "auth_secret_file: \"" : "", argc > 1 ? argv[1] : "",
              argc > 1 ? "\"\n" : "");
     tern_engine *e = tern_engine_create_from_yaml(yaml, "fault_peer", err, sizeof err);
     if (!e) {
