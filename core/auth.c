@@ -291,14 +291,6 @@ int tern_auth_hs_server_step(const tern_auth *a, tern_auth_session *ss, const ui
                      "(check auth_secret_file)", peer);
 }
 
-int tern_auth_hs_unconfigured(uint8_t **out, size_t *outlen)
-{
-    return refusal_frame(TERN_HS_AUTH,
-                         "authentication failed: this engine has no shared secret "
-                         "(auth_secret_file is not set) but the peer asked to authenticate",
-                         0, out, outlen);
-}
-
 /* ---- the client's side ------------------------------------------------------------ */
 
 static int send_json(int fd, json_object *o, int io_ms)
@@ -353,10 +345,16 @@ static int client_answer(const tern_auth *a, int fd, const char *server, const u
     uint8_t ns[32], proof[32];
     char why[400];
     int rc = TERN_ERR_AUTH;
-    if (!o || (off && (uint8_t)p[0] != TERN_HS_AUTH)) {
+    const char *msg = get_str(o, "reply_msg");
+    if (!o) {
         snprintf(why, sizeof why, "it did not answer the authentication request");
-    } else if (get_str(o, "reply_msg") && *get_str(o, "reply_msg")) {
-        snprintf(why, sizeof why, "it answered: %.300s", get_str(o, "reply_msg"));
+    } else if (off && (uint8_t)p[0] != TERN_HS_AUTH) {
+        snprintf(why, sizeof why, "it answered with frame type %d", (uint8_t)p[0]);
+    } else if (!off) { /* an old-protocol reply: the daemon has no secret (or is older) */
+        snprintf(why, sizeof why, "it answered without authenticating: it has no "
+                 "auth_secret_file or is an older tern (%.200s)", msg ? msg : "no reply_msg");
+    } else if (msg && *msg) {
+        snprintf(why, sizeof why, "it answered: %.300s", msg);
     } else if (get_bytes(o, "nonce", ns) || get_bytes(o, "proof", proof)) {
         snprintf(why, sizeof why, "its answer has no nonce and proof");
     } else if (tern_auth_check(a, HS_SERVER_LABEL, nc, ns, proof) != 0) {

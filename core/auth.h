@@ -16,7 +16,9 @@
  * request's type {"reply_msg":"authentication required: ...",
  * "auth_required":true}; a bad proof gets an Auth frame {"reply_msg":...}
  * and the connection is closed.  Without a secret nothing changes on the
- * wire (old-protocol peers keep working).
+ * wire (old-protocol peers keep working); such a daemon answers an Auth
+ * frame like any byte > 3, as old-protocol JSON ("invalid JSON"), which the
+ * client reports as "it has no auth_secret_file or is an older tern".
  *
  * TCP data connections use the same exchange in binary (tcp_auth.h) through
  * the host services' auth_mac, so plugins do not link libcrypto. */
@@ -82,8 +84,6 @@ enum {
 int tern_auth_hs_server_step(const tern_auth *a, tern_auth_session *ss, const uint8_t *payload,
                              size_t len, const char *peer, uint8_t **out, size_t *outlen,
                              char *err, size_t errlen);
-/* The frame a daemon WITHOUT a secret answers to an Auth frame. */
-int tern_auth_hs_unconfigured(uint8_t **out, size_t *outlen);
 
 /* ---- handshake: the client's side ------------------------------------------ */
 
