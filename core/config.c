@@ -781,6 +781,22 @@ static int k_server_name(cfgctx *c, tern_config *cfg, const ynode *k, const ynod
     return rc ? rc : set_str(&cfg->server_name, v->text);
 }
 
+/* An override of server_name from a program (tern-bench --server-name,
+ * tern_engine_create_as), checked like the YAML key. */
+int tern_config_set_server_name(tern_config *cfg, const char *name, char *err, size_t errlen)
+{
+    if (!name || !valid_hostport(name, strlen(name), 1))
+        return tern_errf(err, errlen, TERN_ERR_CONFIG,
+                         "server name override '%.200s': expected host:port (port 0..65535; "
+                         "[addr] for IPv6)", name ? name : "(null)");
+    char *copy = strdup(name);
+    if (!copy)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+    free(cfg->server_name);
+    cfg->server_name = copy;
+    return 0;
+}
+
 static int k_metadata(cfgctx *c, tern_config *cfg, const ynode *k, const ynode *v)
 {
     char b[64];

@@ -76,6 +76,9 @@ int tern_config_load_yaml(const char *yaml, const char *origin, tern_config **ou
                           char *err, size_t errlen);
 void tern_config_free(tern_config *cfg);
 
+/* Replace server_name (validated like the YAML key). */
+int tern_config_set_server_name(tern_config *cfg, const char *name, char *err, size_t errlen);
+
 /* The embedded default configuration (same text as config/tern.yaml). */
 const char *tern_config_default_yaml(void);
 

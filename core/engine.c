@@ -250,6 +250,16 @@ TERN_EXPORT tern_engine *tern_engine_create(const char *path, char *err, size_t 
     return engine_create(cfg, rc, err, errlen);
 }
 
+TERN_EXPORT tern_engine *tern_engine_create_as(const char *path, const char *server_name,
+                                               char *err, size_t errlen)
+{
+    tern_config *cfg = NULL;
+    int rc = tern_config_load_file(path, &cfg, err, errlen);
+    if (rc == 0 && server_name)
+        rc = tern_config_set_server_name(cfg, server_name, err, errlen);
+    return engine_create(cfg, rc, err, errlen);
+}
+
 TERN_EXPORT tern_engine *tern_engine_create_from_yaml(const char *yaml, const char *origin,
                                                       char *err, size_t errlen)
 {

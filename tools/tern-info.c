@@ -1,10 +1,12 @@
 /* tern-info: what tern would do with a configuration.
  *
- *   tern-info [--config FILE] [--json] [--verbose]
+ *   tern-info [--config FILE] [--json] [--verbose] [--peer HOST:PORT]...
  *
  * Prints the resolved configuration, every configured transport with its
  * load outcome, message and path, the devices each loaded transport found,
- * and each one's topology matrix.  --json prints one JSON object with stable
+ * and each one's topology matrix.  With --peer, it also starts an engine (on
+ * the configured host, a free port), opens each peer's segment and shows the
+ * transport negotiated with it (or why none).  --json prints one JSON object with stable
  * keys instead.  Exit status: 0 when every required transport loaded and at
  * least one loaded, 1 when loading failed (the reason on stderr, the report
  * still on stdout), 2 for a bad command line or an invalid configuration. */
@@ -18,7 +20,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "handshake.h"
 #include "plugin.h"
+#include "tern/tern.h"
 #include "topology.h"
 #include "util.h"
 
@@ -26,6 +30,8 @@ typedef struct info_opts {
     const char *config;
     int json;
     int verbose;
+    const char *peers[32];
+    int npeers;
 } info_opts;
 
 static int max_log_level = TERN_LOG_WARN;
@@ -47,11 +53,13 @@ static void info_log(void *arg, int level, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tern-info [--config FILE] [--json] [--verbose]\n"
+    fprintf(f, "usage: tern-info [--config FILE] [--json] [--verbose] [--peer HOST:PORT]...\n"
                "  --config FILE  the YAML configuration (default: $TERN_CONFIG, else the\n"
                "                 embedded default, same as config/tern.yaml)\n"
                "  --json         one JSON object on stdout, stable keys\n"
-               "  --verbose      loader and plugin log lines down to debug on stderr\n");
+               "  --verbose      loader and plugin log lines down to debug on stderr\n"
+               "  --peer NAME    open that peer's segment and show the transport used\n"
+               "                 with it (repeatable)\n");
 }
 
 static int parse_args(int argc, char **argv, info_opts *o)
@@ -61,7 +69,13 @@ static int parse_args(int argc, char **argv, info_opts *o)
             o->config = argv[++i];
         else if (strncmp(argv[i], "--config=", 9) == 0)
             o->config = argv[i] + 9;
-        else if (strcmp(argv[i], "--json") == 0)
+        else if (strcmp(argv[i], "--peer") == 0 && i + 1 < argc) {
+            if (o->npeers == (int)(sizeof o->peers / sizeof *o->peers)) {
+                fprintf(stderr, "tern-info: at most %zu --peer\n", sizeof o->peers / sizeof *o->peers);
+                return -1;
+            }
+            o->peers[o->npeers++] = argv[++i];
+        } else if (strcmp(argv[i], "--json") == 0)
             o->json = 1;
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0)
             o->verbose = 1;
@@ -199,8 +213,69 @@ static json_object *transport_json(const tern_config *cfg, const tern_plugin *p)
     return j;
 }
 
+/* ---- peers: which transport each peer pair uses --------------------------- */
+
+typedef struct peer_result {
+    const char *name;
+    char transport[TERN_NAME_MAX];
+    char error[1024];
+} peer_result;
+
+/* One engine on the configured host and a free port, so it can run beside
+ * an engine that holds the configured one; each peer is opened through the
+ * real metadata backend and negotiation.  Returns how many failed. */
+static int probe_peers(const info_opts *o, const tern_config *cfg, peer_result *res)
+{
+    char host[256], name[300], err[1024] = "";
+    uint16_t port;
+    int failed = 0;
+    if (tern_split_host_port(cfg->server_name, host, sizeof host, &port) < 0)
+        tern_strlcpy(host, "127.0.0.1", sizeof host);
+    snprintf(name, sizeof name, strchr(host, ':') ? "[%s]:0" : "%s:0", host);
+    tern_engine *e = tern_engine_create_as(o->config, name, err, sizeof err);
+    for (int i = 0; i < o->npeers; i++) {
+        res[i].name = o->peers[i];
+        res[i].transport[0] = res[i].error[0] = '\0';
+        tern_segment_id id = e ? tern_segment_open(e, o->peers[i]) : -1;
+        if (!e)
+            snprintf(res[i].error, sizeof res[i].error, "engine: %s", err);
+        else if (id < 0)
+            tern_strlcpy(res[i].error, tern_engine_last_error(e), sizeof res[i].error);
+        else if (tern_segment_transport(e, id, res[i].transport, sizeof res[i].transport) < 0)
+            tern_strlcpy(res[i].error, tern_engine_last_error(e), sizeof res[i].error);
+        if (id >= 0)
+            tern_segment_close(e, id);
+        failed += res[i].error[0] != '\0';
+    }
+    tern_engine_destroy(e);
+    return failed;
+}
+
+static json_object *peers_json(const peer_result *res, int n)
+{
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < n; i++) {
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "name", jstr(res[i].name));
+        json_object_object_add(p, "transport", res[i].error[0] ? NULL : jstr(res[i].transport));
+        json_object_object_add(p, "error", res[i].error[0] ? jstr(res[i].error) : NULL);
+        json_object_array_add(a, p);
+    }
+    return a;
+}
+
+static void print_text_peers(const peer_result *res, int n)
+{
+    printf("peers:\n");
+    for (int i = 0; i < n; i++)
+        if (res[i].error[0])
+            printf("  %s: no transport: %s\n", res[i].name, res[i].error);
+        else
+            printf("  %s: %s\n", res[i].name, res[i].transport);
+}
+
 static void print_json(const tern_config *cfg, const tern_plugin_set *set, int rc,
-                       const char *err)
+                       const char *err, const peer_result *peers, int npeers)
 {
     json_object *o = json_object_new_object();
     char *cj = tern_config_to_json(cfg);
@@ -211,6 +286,8 @@ static void print_json(const tern_config *cfg, const tern_plugin_set *set, int r
     for (size_t i = 0; i < set->n; i++)
         json_object_array_add(ts, transport_json(cfg, &set->plugins[i]));
     json_object_object_add(o, "transports", ts);
+    if (npeers)
+        json_object_object_add(o, "peers", peers_json(peers, npeers));
     json_object_object_add(o, "ok", json_object_new_boolean(rc == 0));
     json_object_object_add(o, "error", rc == 0 ? NULL : jstr(err));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
@@ -270,14 +347,19 @@ int main(int argc, char **argv)
     max_log_level = o.verbose ? TERN_LOG_DEBUG : TERN_LOG_WARN;
     tern_plugin_set set;
     int rc = tern_plugins_load(cfg, info_log, NULL, &set, err, sizeof err);
+    peer_result peers[32];
+    int peers_failed = (rc == 0 && o.npeers) ? probe_peers(&o, cfg, peers) : 0;
+    int npeers = rc == 0 ? o.npeers : 0;
     if (o.json)
-        print_json(cfg, &set, rc, err);
+        print_json(cfg, &set, rc, err, peers, npeers);
     else
         print_text(cfg, &set);
+    if (!o.json && npeers)
+        print_text_peers(peers, npeers);
     fflush(stdout);
     if (rc < 0)
         fprintf(stderr, "tern-info: %s\n", err);
     tern_plugins_unload(&set);
     tern_config_free(cfg);
-    return rc < 0 ? 1 : 0;
+    return (rc < 0 || peers_failed) ? 1 : 0;
 }

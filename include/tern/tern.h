@@ -38,6 +38,12 @@ typedef int32_t tern_segment_id;
  * NULL and, when err is not NULL, writes the reason into err. */
 tern_engine *tern_engine_create(const char *path, char *err, size_t errlen);
 
+/* The same with the configuration's server_name replaced by `server_name`
+ * (NULL keeps it), e.g. "127.0.0.1:0" to run another engine beside one that
+ * holds the configured port. */
+tern_engine *tern_engine_create_as(const char *path, const char *server_name,
+                                   char *err, size_t errlen);
+
 /* The same from YAML text held in memory; `origin` names it in messages. */
 tern_engine *tern_engine_create_from_yaml(const char *yaml, const char *origin,
                                           char *err, size_t errlen);
