@@ -25,7 +25,7 @@
 #include "tern/tern.h"
 #include "util.h"
 
-#define ROUNDS 100
+#define ROUNDS_DEFAULT 100
 #define NREQ 64
 #define REQLEN (128u << 10)
 
@@ -139,7 +139,11 @@ Test(faults, peer_killed_at_a_random_point_100_times, .timeout = 240)
 {
     unsigned seed = getenv("TERN_FAULT_SEED") ? (unsigned)atoi(getenv("TERN_FAULT_SEED"))
                                               : (unsigned)time(NULL);
-    cr_log_info("seed %u (TERN_FAULT_SEED replays it)", seed);
+    /* TERN_FAULT_ROUNDS: fewer rounds under valgrind (scripts/memcheck.sh). */
+    int ROUNDS = getenv("TERN_FAULT_ROUNDS") ? atoi(getenv("TERN_FAULT_ROUNDS")) : ROUNDS_DEFAULT;
+    if (ROUNDS <= 0)
+        ROUNDS = ROUNDS_DEFAULT;
+    cr_log_info("seed %u (TERN_FAULT_SEED replays it), %d rounds", seed, ROUNDS);
     signal(SIGPIPE, SIG_IGN);
     int fd0 = count_dir("/proc/self/fd"), th0 = count_dir("/proc/self/task");
     char err[1024];
