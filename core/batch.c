@@ -209,6 +209,7 @@ static void req_start(tern_batch *b, size_t idx, tern_cslice ***list, size_t *nl
     } else {
         q->status = TERN_PENDING;
         q->nslices = n;
+        q->live = n;
         q->deadline_ms = q->r.timeout_ms ? tern_now_ms() + q->r.timeout_ms : 0;
         b->inflight += n;
     }
@@ -281,7 +282,7 @@ static void timeouts_locked(tern_batch *b)
     uint64_t now = tern_now_ms();
     for (size_t i = 0; i < b->n; i++) {
         tern_req *q = &b->reqs[i];
-        if (q->status == TERN_PENDING && q->deadline_ms && now >= q->deadline_ms)
+        if (q->status == TERN_PENDING && !q->ending && q->deadline_ms && now >= q->deadline_ms)
             tern_req_fail_locked(b, i, TERN_TIMEOUT, TERN_ERR_TIMEOUT,
                                  "request timed out after %u ms (%llu of %llu bytes done)",
                                  q->r.timeout_ms, (unsigned long long)q->transferred,

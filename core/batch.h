@@ -14,6 +14,10 @@ typedef struct tern_req {
     int error;
     char *errmsg;          /* malloc()ed on failure, NULL otherwise */
     int nslices;           /* slices of the first cut (test hook) */
+    int live;              /* slices the core or a transport still holds */
+    tern_status ending;    /* final status decided but not yet published:
+                              it is published when live drops to 0, so an
+                              ended request's memory is never touched again */
     uint64_t deadline_ms;  /* tern_now_ms() based; 0 = none */
 } tern_req;
 

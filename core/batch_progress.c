@@ -27,7 +27,7 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
                           const char *fmt, ...)
 {
     tern_req *q = &b->reqs[idx];
-    if (q->status != TERN_PENDING && q->status != TERN_WAITING)
+    if ((q->status != TERN_PENDING && q->status != TERN_WAITING) || q->ending)
         return;
     char msg[768];
     va_list ap;
@@ -36,17 +36,37 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
     va_end(ap);
     free(q->errmsg);
     q->errmsg = strdup(msg); /* NULL on no memory: tern_batch_error then says "" */
-    q->status = st;
     q->error = code;
+    /* A FAILED request ends when its last slice is back, so the application
+     * never sees a final status while a transport may still touch its
+     * memory.  A TIMEOUT is published at once: the caller asked for a
+     * deadline; tern_batch_free stays refused until the slices are back. */
+    if (q->live > 0 && st == TERN_FAILED) {
+        q->ending = st; /* published by the last slice's tern_cslice_free_locked */
+        return;
+    }
+    q->status = st;
     pthread_cond_broadcast(&b->cond);
+}
+
+/* Live (neither ended nor ending): its slices may still move data. */
+static int req_active_locked(const tern_req *q)
+{
+    return q->status == TERN_PENDING && !q->ending;
 }
 
 void tern_cslice_free_locked(tern_cslice *cs)
 {
     tern_batch *b = cs->b;
+    tern_req *q = &b->reqs[cs->idx];
     if (cs->ref)
         tern_epstore_release(cs->x->eps, cs->ref);
     free(cs);
+    if (--q->live == 0 && q->ending) {
+        q->status = q->ending;
+        q->ending = 0;
+        pthread_cond_broadcast(&b->cond);
+    }
     if (--b->inflight == 0)
         pthread_cond_broadcast(&b->cond);
 }
@@ -54,7 +74,7 @@ void tern_cslice_free_locked(tern_cslice *cs)
 static int req_live(tern_cslice *cs)
 {
     pthread_mutex_lock(&cs->b->lock);
-    int live = cs->b->reqs[cs->idx].status == TERN_PENDING;
+    int live = req_active_locked(&cs->b->reqs[cs->idx]);
     pthread_mutex_unlock(&cs->b->lock);
     return live;
 }
@@ -202,7 +222,7 @@ void tern_cslice_done(tern_cslice *cs)
     tern_batch *b = cs->b;
     if (cs->s.status != 0) {
         pthread_mutex_lock(&b->lock);
-        int live = b->reqs[cs->idx].status == TERN_PENDING;
+        int live = req_active_locked(&b->reqs[cs->idx]);
         if (!live)
             tern_cslice_free_locked(cs);
         pthread_mutex_unlock(&b->lock);
@@ -212,7 +232,7 @@ void tern_cslice_done(tern_cslice *cs)
     }
     pthread_mutex_lock(&b->lock);
     tern_req *q = &b->reqs[cs->idx];
-    if (q->status == TERN_PENDING) {
+    if (req_active_locked(q)) {
         q->transferred += cs->s.length;
         if (q->transferred >= q->r.length) {
             q->status = TERN_COMPLETED;

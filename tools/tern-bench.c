@@ -409,8 +409,9 @@ static int batch_finish(worker *w, flight *f, int op, int timeout_ms)
     }
     if (rc == TERN_ERR_TIMEOUT)
         note_error(sh, "a batch did not finish within the wait timeout");
-    /* After a failure the engine may still hold slices of ended requests
-     * for a moment: free refuses (BUSY) until they are back. */
+    /* Only after a wait that timed out can slices still be in flight (a
+     * request ends once none of its slices is held): free refuses (BUSY)
+     * until they are back. */
     for (int tries = 0; tern_batch_free(f->b) == TERN_ERR_BUSY && tries < 1000; tries++)
         usleep(10000);
     f->b = NULL;

@@ -128,7 +128,12 @@ tern_batch *tern_batch_alloc(tern_engine *engine, size_t capacity);
  * local memory, unknown segment, zero length) is stored as INVALID. */
 int tern_batch_submit(tern_batch *batch, const tern_request *reqs, size_t n);
 int tern_batch_state(tern_batch *batch, size_t index, tern_request_state *out);
-/* Wait until no request is WAITING/PENDING, or timeout_ms passes (-1 =
+/* A request's final status is published only when no transport holds any
+ * of its slices, so its local memory is the application's again -- except
+ * TIMEOUT, which is published at the deadline: until tern_batch_free
+ * succeeds, a timed-out request's memory may still be read or written.
+ *
+ * Wait until no request is WAITING/PENDING, or timeout_ms passes (-1 =
  * forever).  Returns 0 when all ended COMPLETED, TERN_ERR_TIMEOUT when the
  * wait timed out, or the first failed request's error otherwise. */
 int tern_batch_wait(tern_batch *batch, int timeout_ms);
