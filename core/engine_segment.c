@@ -182,14 +182,21 @@ TERN_EXPORT int tern_segment_close(tern_engine *e, tern_segment_id id)
         return e ? tern_engine_fail(e, TERN_ERR_NOT_FOUND, "segment_close: no open segment %d",
                                     (int)id)
                  : TERN_ERR_INVAL;
+    char name[sizeof s->name];
     pthread_mutex_lock(&e->seglock);
     pthread_rwlock_wrlock(&s->lock);
+    tern_strlcpy(name, s->name, sizeof name);
     s->used = 0;
     tern_segment_desc_free(s->desc);
     s->desc = NULL;
     s->st = NULL;
     pthread_rwlock_unlock(&s->lock);
     pthread_mutex_unlock(&e->seglock);
+    /* Its endpoints go too: a closed (perhaps dead) peer must not keep
+     * connections and file descriptors until the cache evicts them. */
+    for (size_t i = 0; i < e->nxports; i++)
+        if (e->xports[i].eps)
+            tern_epstore_remove_peer(e->xports[i].eps, name);
     return 0;
 }
 

@@ -298,6 +298,41 @@ void tern_epstore_remove(tern_epstore *s, const char *key)
         ep_close(s, closing);
 }
 
+/* Does key "<local dev>|<peer nic path>" name a NIC of peer "host:port"? */
+static int ep_key_is_peer(const char *key, const char *peer, size_t plen)
+{
+    const char *bar = strchr(key, '|');
+    return bar && strncmp(bar + 1, peer, plen) == 0 && bar[1 + plen] == '@';
+}
+
+size_t tern_epstore_remove_peer(tern_epstore *s, const char *peer)
+{
+    if (!s || !peer || !peer[0])
+        return 0;
+    size_t plen = strlen(peer), n = 0;
+    ep_entry *closing = NULL;
+    pthread_rwlock_wrlock(&s->lock);
+    for (ep_entry *e = s->head, *older; e; e = older) {
+        older = e->older;
+        if (!ep_key_is_peer(e->key, peer, plen))
+            continue;
+        ep_unlink(s, e);
+        n++;
+        ep_entry *last = ep_drop_store_ref(s, e);
+        if (last) { /* chain through hnext: no longer in the table */
+            last->hnext = closing;
+            closing = last;
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    while (closing) { /* outside the lock: closing may block on the transport */
+        ep_entry *next = closing->hnext;
+        ep_close(s, closing);
+        closing = next;
+    }
+    return n;
+}
+
 void tern_epstore_destroy(tern_epstore *s)
 {
     if (!s)

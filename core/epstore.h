@@ -35,6 +35,10 @@ void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref);
 /* Drop the key (e.g. after an endpoint failed); closed when unreferenced. */
 void tern_epstore_remove(tern_epstore *s, const char *key);
 
+/* Drop every endpoint to a NIC of peer "host:port" (its segment was
+ * closed); each is closed when unreferenced.  Returns how many. */
+size_t tern_epstore_remove_peer(tern_epstore *s, const char *peer);
+
 typedef struct tern_epstore_stats {
     uint64_t hits, misses, evictions, closes;
     size_t size, capacity;

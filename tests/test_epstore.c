@@ -215,6 +215,30 @@ Test(epstore, destroy_closes_everything)
         cr_assert_eq(was_closed(i), 1, "endpoint %lu", (unsigned long)i);
 }
 
+/* Closing a segment drops every endpoint to that peer's NICs, and only
+ * those: "a:1" must not match "a:10"; a held one closes on release. */
+Test(epstore, remove_peer_drops_only_that_peer)
+{
+    tern_epstore *s = mk(16, TERN_EVICT_SIEVE);
+    put(s, "mlx5_0|10.0.0.1:1@mlx5_0", 1);
+    put(s, "mlx5_1|10.0.0.1:1@mlx5_3", 2);
+    put(s, "mlx5_0|10.0.0.1:10@mlx5_0", 3);
+    put(s, "mlx5_0|10.0.0.2:1@mlx5_0", 4);
+    void *ep;
+    tern_ep_ref *held = tern_epstore_get(s, "mlx5_1|10.0.0.1:1@mlx5_3", &ep);
+    cr_assert_not_null(held);
+    cr_assert_eq(tern_epstore_remove_peer(s, "10.0.0.1:1"), 2);
+    cr_assert_eq(was_closed(1), 1);
+    cr_assert_eq(was_closed(2), 0, "held: closed only on release");
+    cr_assert_not(has(s, "mlx5_1|10.0.0.1:1@mlx5_3"));
+    tern_epstore_release(s, held);
+    cr_assert_eq(was_closed(2), 1);
+    cr_assert(has(s, "mlx5_0|10.0.0.1:10@mlx5_0"));
+    cr_assert(has(s, "mlx5_0|10.0.0.2:1@mlx5_0"));
+    cr_assert_eq(tern_epstore_remove_peer(s, "10.0.0.9:1"), 0);
+    tern_epstore_destroy(s);
+}
+
 /* The close callback runs outside the store's lock: it may use the store. */
 static tern_epstore *reentrant;
 static void close_reenter(void *arg, void *ep)
