@@ -6,7 +6,8 @@
 # (9p tag results) at the same absolute path inside it, mounts proc, sys,
 # dev and a tmpfs /tmp inside, then chroots into the host's root and runs
 # tests/vm/guest-run.sh from there.  Whatever happens, the VM powers off.
-# Kernel command line: tern_out=<results dir> tern_src=<source dir>.
+# Kernel command line: tern_out=<results dir> tern_src=<source dir>
+# tern_pwd=<the caller's working directory>.
 /bin/busybox --install -s /bin
 export PATH=/bin
 
@@ -21,6 +22,7 @@ for arg in $(cat /proc/cmdline); do
   case $arg in
     tern_out=*) OUT=${arg#tern_out=} ;;
     tern_src=*) SRC=${arg#tern_src=} ;;
+    tern_pwd=*) PWD_HOST=${arg#tern_pwd=} ;;
   esac
 done
 
@@ -31,10 +33,14 @@ for m in /modules/*.ko; do
   esac || say "insmod $m failed"
 done
 
-mkdir -p /host
-if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host; then
+# The host root is mounted once at /hostro and bound at /host, so that a
+# host folder the tmpfs mounts below would hide (a clone or build under
+# /tmp, as CI may have) can be bound back from /hostro.
+mkdir -p /host /hostro
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /hostro; then
   say "cannot mount the host root over 9p"; halt
 fi
+mount -o bind /hostro /host || { say "cannot bind the host root"; halt; }
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
 mount -t devtmpfs devtmpfs /host/dev
@@ -44,6 +50,13 @@ mount -t tmpfs tmpfs /host/dev/shm
 mount -t tmpfs tmpfs /host/tmp
 mount -t tmpfs tmpfs /host/run
 mount -t tmpfs tmpfs /host/var/tmp
+for d in "$SRC" "$PWD_HOST"; do
+  case $d in
+    /tmp/*|/run/*|/var/tmp/*)
+      mkdir -p "/host$d"
+      mount -o bind "/hostro$d" "/host$d" || say "cannot bind $d back over the tmpfs" ;;
+  esac
+done
 # The results folder sits at its host path; if that is under /tmp, the tmpfs
 # above hid it, so recreate the mount point first.
 mkdir -p "/host$OUT"

@@ -62,6 +62,7 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 case $out in *[[:space:]]*) echo "vm: OUTDIR must not contain spaces: $out"; exit 2 ;; esac
+case $src$PWD in *[[:space:]]*) echo "vm: SKIP: the source or working directory contains spaces (kernel command line): $src $PWD"; exit 77 ;; esac
 rm -f "$out/rc" "$out/output.log" "$out/guest.log" "$out/console.log" "$out/devinfo.txt"
 
 # The command, run by the guest's /bin/sh: same directory, same arguments.
@@ -95,7 +96,7 @@ timeout --foreground -k 5 "$timeout_s" "$qemu" \
   -machine q35,accel=$accel -cpu max -m 1024 -smp 2 \
   -nographic -no-reboot -nic none -monitor none -serial stdio \
   -kernel "$kdir/vmlinuz" -initrd "$initrd_dir/initrd.gz" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=3 tern_out=$out tern_src=$src" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=3 tern_out=$out tern_src=$src tern_pwd=$PWD" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
   -virtfs local,path="$out",mount_tag=results,security_model=none,id=results \
   < /dev/null > "$out/console.log" 2>&1
