@@ -58,8 +58,17 @@ static int dial(void)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(tern_hs_server_port(srv)),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+    int rc;
+    do /* libFuzzer's -timeout alarm interrupts connect */
+        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a, sizeof a);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        perror("fuzz_hs_daemon: connect");
         abort();
+    }
+    /* Close with a reset: no TIME_WAIT, so 100k inputs do not exhaust ports. */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     return fd;
 }
 
