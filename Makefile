@@ -19,11 +19,11 @@ deps:
 	./scripts/install-deps.sh
 
 run: deps
-	$(MAKE) build
+	$(MAKE) --no-print-directory build
 	./scripts/run-demo.sh $(BUILD)
 
 test: deps
-	$(MAKE) build
+	$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure
 
 install: build
