@@ -7,7 +7,8 @@
 # and --trace-children=yes (Criterion runs every test in a child process,
 # whose exit code it ignores: the per-process logs are what counts).  Helper
 # peers and servers the tests start (tern-test-*, redis-server, etcd) are not
-# traced.  Prints errors and definitely-lost bytes per test; exits non-zero
+# traced; --max-threads=4096 (the tcp data port runs a thread per
+# connection: test_hostile opens 1,000).  Prints errors and definitely-lost bytes per test; exits non-zero
 # on any error, any definite leak or any failing test.
 #   MEMCHECK_TESTS="test_handshake test_batch"  TERN_FAULT_ROUNDS=20 (faults)
 set -uo pipefail
@@ -34,7 +35,7 @@ for t in $TESTS; do
     valgrind -q --trace-children=yes \
         --trace-children-skip='*/tern-test-*,*redis-server*,*etcd*,/bin/*,/usr/bin/*' \
         --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
-        --error-exitcode=99 --child-silent-after-fork=no --num-callers=30 \
+        --error-exitcode=99 --child-silent-after-fork=no --num-callers=30 --max-threads=4096 \
         --log-file="$logs/$t.%p.log" "$bin" --jobs 1 >"$logs/$t.out" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
