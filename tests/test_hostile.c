@@ -343,7 +343,11 @@ Test(hostile, handshake_slowloris_one_byte_per_second)
 
 Test(hostile, thousand_idle_connections_to_both_ports)
 {
-    enum { N = 1000 };
+    /* TERN_HOSTILE_IDLE: fewer under valgrind, which runs 1,000 server
+     * threads (one per data connection) too slowly for the peer's io timeout. */
+    int N = getenv("TERN_HOSTILE_IDLE") ? atoi(getenv("TERN_HOSTILE_IDLE")) : 1000;
+    if (N <= 0)
+        N = 1000;
     long rss0 = rss_kb();
     /* The legitimate peer's data connections exist before the flood. */
     legit warm = {0};
@@ -357,7 +361,7 @@ Test(hostile, thousand_idle_connections_to_both_ports)
     legit l;
     legit_start(&l);
     usleep(1500 * 1000); /* past io_timeout: the daemon drops its idle ones */
-    legit_stop(&l, "1000 idle connections on each port");
+    legit_stop(&l, "idle connections on each port");
     int hs_closed = 0;
     for (int i = 0; i < N; i++) {
         if (wait_closed(hfd[i], 1) >= 0 || wait_closed(hfd[i], 2000) >= 0)
@@ -386,8 +390,8 @@ Test(hostile, thousand_idle_connections_to_both_ports)
         close(dfd[i]);
     usleep(1500 * 1000); /* the data server reaps its threads at least each second */
     long rss1 = rss_kb();
-    cr_log_info("1000 idle: handshake daemon dropped %d/%d; VmRSS %ld -> %ld (flood) -> %ld kB",
-                hs_closed, N, rss0, rss_mid, rss1);
+    cr_log_info("%d idle: handshake daemon dropped %d/%d; VmRSS %ld -> %ld (flood) -> %ld kB",
+                N, hs_closed, N, rss0, rss_mid, rss1);
     cr_assert_eq(hs_closed, N, "the handshake daemon kept idle connections past io_timeout");
     cr_assert_lt(rss1 - rss0, RSS_MARGIN_KB, "VmRSS grew by %ld kB", rss1 - rss0);
     free(hfd);
