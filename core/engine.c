@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "util.h"
 
 /* ---- logging ------------------------------------------------------------ */
@@ -190,7 +191,7 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
     tern_hs_options o = {
         .bind_host = host, .port = port, .max_frame = e->cfg->handshake_max_frame,
         .io_timeout_ms = e->cfg->io_timeout_ms, .max_connections = 1024,
-        .handler = tern_engine_hs_handler, .arg = e};
+        .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = tern_engine_log};
     rc = tern_hs_server_start(&o, &e->hs, err, errlen);
     if (rc)
         return rc;
@@ -204,9 +205,15 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
 static int engine_build(tern_engine *e, char *err, size_t errlen)
 {
     tern_strlcpy(e->server_name, e->cfg->server_name, sizeof e->server_name);
-    int rc = engine_load_transports(e, err, errlen);
+    /* The shared secret first: a bad auth_secret_file stops the engine. */
+    int rc = e->cfg->auth_secret_file
+                 ? tern_auth_load(e->cfg->auth_secret_file, &e->auth, err, errlen) : 0;
+    if (!rc)
+        rc = engine_load_transports(e, err, errlen);
     if (!rc)
         rc = tern_metadata_open(e->cfg, &e->md, err, errlen);
+    if (!rc)
+        tern_metadata_set_auth(e->md, e->auth);
     if (!rc)
         rc = engine_start_daemon(e, err, errlen);
     for (size_t i = 0; !rc && i < e->nxports; i++)
@@ -313,6 +320,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_engine_notes_free(e);
     tern_plugins_unload(&e->plugins);
     tern_config_free(e->cfg);
+    tern_auth_free(e->auth);
     pthread_key_delete(e->errkey);
     for (tern_errbuf *b = e->errbufs, *n; b; b = n) {
         n = b->next;

@@ -125,6 +125,7 @@ struct tern_engine {
 
     atomic_int stopping;
     atomic_long batches_live;
+    struct tern_auth *auth;       /* auth_secret_file's secret, or NULL (hardening) */
 };
 
 /* ---- engine.c ---- */

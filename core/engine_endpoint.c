@@ -161,7 +161,7 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
                          "%s: describing the endpoint failed", x->pl->name);
     char *reply = NULL, msg[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;
-    rc = tern_hs_request(a->seg->name, TERN_HS_CONNECTION, req, strlen(req), &reply, &rlen,
+    rc = tern_hs_request_auth(x->eng->auth, a->seg->name, TERN_HS_CONNECTION, req, strlen(req), &reply, &rlen,
                          cfg->handshake_max_frame, cfg->connect_timeout_ms, cfg->io_timeout_ms,
                          msg, sizeof msg);
     free(req);

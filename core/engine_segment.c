@@ -269,7 +269,7 @@ TERN_EXPORT int tern_notify_send(tern_engine *e, tern_segment_id id, const char 
     const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     char *reply = NULL, err[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;
-    int rc = tern_hs_request(s->name, TERN_HS_NOTIFY, txt, strlen(txt), &reply, &rlen,
+    int rc = tern_hs_request_auth(e->auth, s->name, TERN_HS_NOTIFY, txt, strlen(txt), &reply, &rlen,
                              e->cfg->handshake_max_frame, e->cfg->connect_timeout_ms,
                              e->cfg->io_timeout_ms, err, sizeof err);
     json_object_put(o);

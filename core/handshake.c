@@ -18,13 +18,16 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "tern/errors.h"
+#include "tern/transport.h"
 #include "util.h"
 
 #define HS_WORKERS_START 4
@@ -158,6 +161,8 @@ typedef struct hs_conn {
     uint64_t deadline_ms;
     uint8_t *out;
     size_t outlen, outoff;
+    tern_auth_session auth;      /* step != 0: the peer has not proved the secret yet */
+    int resume;                  /* after writing out: read the next frame (auth) */
     struct hs_conn *prev, *next; /* all connections */
     struct hs_conn *qnext;       /* work or done queue */
 } hs_conn;
@@ -331,10 +336,82 @@ static void conn_write(tern_hs_server *s, hs_conn *c)
         conn_free(s, c);
         return;
     }
+    if (c->resume) { /* an authentication step: the request frame comes next */
+        c->resume = 0;
+        free(c->out);
+        c->out = NULL;
+        c->outlen = c->outoff = 0;
+        c->state = C_HDR;
+        c->deadline_ms = tern_now_ms() + io_timeout(s);
+        if (ep_set(s, c, EPOLLIN | EPOLLRDHUP) != 0)
+            conn_free(s, c);
+        return;
+    }
     shutdown(c->fd, SHUT_WR);
     c->state = C_DRAIN;
     if (ep_set(s, c, EPOLLIN | EPOLLRDHUP) != 0)
         conn_free(s, c);
+}
+
+static void hs_log(tern_hs_server *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void hs_log(tern_hs_server *s, int level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->opt.log)
+        s->opt.log(s->opt.arg, level, "handshake daemon: %s", msg);
+    else
+        fprintf(stderr, "tern handshake daemon: %s\n", msg);
+}
+
+static void peer_of(int fd, char *out, size_t outlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char h[NI_MAXHOST] = "?", p[NI_MAXSERV] = "?";
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        getnameinfo((struct sockaddr *)&ss, sl, h, sizeof h, p, sizeof p,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(out, outlen, strchr(h, ':') ? "[%s]:%s" : "%s:%s", h, p);
+}
+
+/* One frame of the authentication exchange (auth.h), on the epoll thread:
+ * an HMAC over 80 bytes is cheap.  Returns 0 to go on reading frames, 1
+ * when the connection went to the writer (or was freed). */
+static int auth_frame(tern_hs_server *s, hs_conn *c)
+{
+    char peer[NI_MAXHOST + NI_MAXSERV + 4], why[512];
+    peer_of(c->fd, peer, sizeof peer);
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+    int rc = tern_auth_hs_server_step(s->opt.auth, &c->auth, c->payload, (size_t)c->plen, peer,
+                                      &out, &outlen, why, sizeof why);
+    free(c->payload);
+    c->payload = NULL;
+    c->hgot = 0;
+    c->plen = c->pgot = 0;
+    c->state = C_HDR;
+    if (rc < 0)
+        hs_log(s, TERN_LOG_WARN, "%s", why);
+    if (rc == TERN_AUTH_STEP_DONE)
+        return 0;
+    if (!out) {
+        conn_free(s, c);
+        return 1;
+    }
+    c->out = out;
+    c->outlen = outlen;
+    c->outoff = 0;
+    c->resume = rc == TERN_AUTH_STEP_REPLY;
+    c->state = C_WRITE;
+    c->deadline_ms = tern_now_ms() + io_timeout(s);
+    conn_write(s, c);
+    return 1;
 }
 
 /* Read header then payload; a complete frame goes to the worker pool. */
@@ -360,6 +437,13 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (r <= 0) { /* EOF (truncated frame) or error */
+            if (c->auth.step == 2) { /* it read our proof and left: a wrong secret */
+                char peer[NI_MAXHOST + NI_MAXSERV + 4];
+                peer_of(c->fd, peer, sizeof peer);
+                hs_log(s, TERN_LOG_WARN, "authentication failed: peer %s did not prove the "
+                       "shared secret (it hung up after our challenge; check auth_secret_file)",
+                       peer);
+            }
             conn_free(s, c);
             return;
         }
@@ -385,6 +469,11 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
         c->pgot += (uint64_t)r;
         if (c->pgot < c->plen)
             continue;
+        if (c->auth.step) { /* not yet authenticated: this frame is part of it */
+            if (auth_frame(s, c))
+                return;
+            continue;
+        }
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->in_epoll = 0;
         c->state = C_WORK;
@@ -431,6 +520,7 @@ static void accept_all(tern_hs_server *s)
         }
         c->fd = fd;
         c->state = C_HDR;
+        c->auth.step = s->opt.auth ? 1 : 0;
         c->deadline_ms = tern_now_ms() + io_timeout(s);
         c->next = s->conns;
         if (s->conns)
@@ -805,6 +895,15 @@ int tern_hs_request(const char *server_name, int type, const char *json, size_t 
                     char **reply, size_t *replylen, uint64_t max_frame,
                     int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen)
 {
+    return tern_hs_request_auth(NULL, server_name, type, json, len, reply, replylen, max_frame,
+                                connect_timeout_ms, io_timeout_ms, err, errlen);
+}
+
+int tern_hs_request_auth(const tern_auth *auth, const char *server_name, int type,
+                         const char *json, size_t len, char **reply, size_t *replylen,
+                         uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
+                         char *err, size_t errlen)
+{
     if (!server_name || !reply || type < 0 || type > 3 || (len && !json))
         return tern_errf(err, errlen, TERN_ERR_INVAL, "handshake: bad request arguments");
     *reply = NULL;
@@ -827,7 +926,15 @@ int tern_hs_request(const char *server_name, int type, const char *json, size_t 
         free(frame);
         return fd;
     }
-    int rc = tern_io_write_all(fd, frame, flen, io_timeout_ms);
+    int rc = auth ? tern_auth_hs_client(auth, fd, server_name, max_frame, io_timeout_ms, err,
+                                        errlen)
+                  : 0;
+    if (rc) {
+        free(frame);
+        close(fd);
+        return rc;
+    }
+    rc = tern_io_write_all(fd, frame, flen, io_timeout_ms);
     free(frame);
     if (rc)
         rc = io_err(rc, "sending the request", server_name, io_timeout_ms, err, errlen);
@@ -835,5 +942,10 @@ int tern_hs_request(const char *server_name, int type, const char *json, size_t 
         rc = read_reply(fd, server_name, type, max_frame, io_timeout_ms, reply, replylen, err,
                         errlen);
     close(fd);
+    size_t rl = rc == 0 && *reply ? strlen(*reply) : 0;
+    if (rc == 0 && (rc = tern_auth_hs_refused(*reply, rl, server_name, err, errlen)) != 0) {
+        free(*reply); /* the daemon wants the shared secret (or refused ours) */
+        *reply = NULL;
+    }
     return rc;
 }

@@ -47,6 +47,11 @@ typedef struct tern_hs_options {
     int max_connections;       /* concurrent clients kept (default 1024) */
     tern_hs_handler handler;
     void *arg;
+    /* appended (hardening, auth.h): with a secret, every connection must
+     * prove it before its request is read; refusals are logged with log(arg,
+     * TERN_LOG_WARN, ...) (NULL: stderr). */
+    const struct tern_auth *auth;
+    void (*log)(void *arg, int level, const char *fmt, ...);
 } tern_hs_options;
 
 int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out,
@@ -60,6 +65,15 @@ void tern_hs_server_stop(tern_hs_server *s);
 int tern_hs_request(const char *server_name, int type, const char *json, size_t len,
                     char **reply, size_t *replylen, uint64_t max_frame,
                     int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen);
+
+/* The same, proving the shared secret first when auth is not NULL (auth.h).
+ * A daemon's "authentication required" refusal becomes TERN_ERR_AUTH with
+ * its message, with or without auth. (appended by hardening) */
+struct tern_auth;
+int tern_hs_request_auth(const struct tern_auth *auth, const char *server_name, int type,
+                         const char *json, size_t len, char **reply, size_t *replylen,
+                         uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
+                         char *err, size_t errlen);
 
 /* Split "host:port" / "[v6]:port"; port 0 if missing. */
 int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port);

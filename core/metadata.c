@@ -37,6 +37,7 @@ struct tern_metadata {
     void *dl;                  /* plugin backends */
     const tern_metastore *ops;
     void *store;
+    const struct tern_auth *auth; /* the engine's secret for p2p fetches (hardening) */
 };
 
 static int is_p2p(const tern_metadata *md) { return md->ops == NULL; }
@@ -209,6 +210,12 @@ void tern_metadata_close(tern_metadata *md)
 
 const char *tern_metadata_backend(const tern_metadata *md) { return md ? md->backend : NULL; }
 
+void tern_metadata_set_auth(tern_metadata *md, const struct tern_auth *auth)
+{
+    if (md)
+        md->auth = auth;
+}
+
 int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, size_t keylen)
 {
     if (!md || !segment || !*segment || strlen(segment) > MD_MAX_SEGMENT)
@@ -323,7 +330,7 @@ static int p2p_fetch(tern_metadata *md, const char *segment, char **json, char *
     char *reply = NULL;
     size_t rlen = 0;
     char herr[768] = "";
-    int rc = tern_hs_request(segment, TERN_HS_METADATA, rs, strlen(rs), &reply, &rlen,
+    int rc = tern_hs_request_auth(md->auth, segment, TERN_HS_METADATA, rs, strlen(rs), &reply, &rlen,
                              md->max_frame, md->connect_ms, md->io_ms, herr, sizeof herr);
     json_object_put(req);
     if (rc)

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "desc.h"
 #include "util.h"
 
@@ -55,6 +56,8 @@ struct tern_plugin_host {
     size_t nkv;
     char server_name[256];
     char sysfs_root[PATH_MAX];
+    struct tern_auth *auth;    /* auth_secret_file's secret (hardening) */
+    int auth_failed;           /* configured but unreadable: every proof fails */
 };
 
 /* ---- outcome names -------------------------------------------------------- */
@@ -220,8 +223,19 @@ static const char *host_config_get_list(void *host, const char *key, size_t i)
 /* Never NULL for size 0 (malloc(0) may be). */
 static void *host_alloc(size_t size) { return malloc(size ? size : 1); }
 
+/* HMAC-SHA256 with the shared secret; NOT_SUPPORTED when none is set. */
+static int host_auth_mac(void *host, const void *msg, size_t len, uint8_t out[32])
+{
+    struct tern_plugin_host *h = host;
+    if (!h || !h->auth)
+        return h && h->auth_failed ? TERN_ERR_AUTH : TERN_ERR_NOT_SUPPORTED;
+    return tern_auth_mac(h->auth, msg, len, out);
+}
+
 static void host_kv_free(struct tern_plugin_host *h)
 {
+    tern_auth_free(h->auth);
+    h->auth = NULL;
     for (size_t i = 0; i < h->nkv; i++) {
         free(h->kv[i].key);
         free(h->kv[i].value);
@@ -270,6 +284,9 @@ static void host_setup(tern_plugin *p, const tern_config *cfg)
                  sizeof h->server_name);
     tern_strlcpy(h->sysfs_root, cfg->topology_sysfs_root ? cfg->topology_sysfs_root : "/sys",
                  sizeof h->sysfs_root);
+    if (cfg->auth_secret_file && !h->auth &&
+        tern_auth_load(cfg->auth_secret_file, &h->auth, NULL, 0) != 0)
+        h->auth_failed = 1;
     p->host = (tern_host_services){
         .struct_size = sizeof(tern_host_services),
         .host = h,
@@ -288,6 +305,7 @@ static void host_setup(tern_plugin *p, const tern_config *cfg)
         .server_name = h->server_name,
         .io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000,
         .sysfs_root = h->sysfs_root,
+        .auth_mac = host_auth_mac,
     };
 }
 

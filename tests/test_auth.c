@@ -302,3 +302,253 @@ Test(auth_exchange, daemon_without_secret_makes_the_client_fail_clearly)
     close(sv[1]);
     tern_auth_free(a);
 }
+
+/* ---- engines with auth_secret_file ------------------------------------------------ */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "../transports/tcp/tcp_wire.h"
+#include "desc.h"
+#include "tern/tern.h"
+
+static char *yaml_with(const char *secret_file)
+{
+    char *y = NULL;
+    cr_assert_geq(asprintf(&y,
+                           "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: tcp\n"
+                           "io_timeout_ms: 2000\nconnect_timeout_ms: 2000\nretries: 0\n"
+                           "log_level: error\n%s%s%s",
+                           secret_file ? "auth_secret_file: \"" : "",
+                           secret_file ? secret_file : "", secret_file ? "\"\n" : ""),
+                  0);
+    return y;
+}
+
+static tern_engine *engine_with(const char *secret_file)
+{
+    char *y = yaml_with(secret_file);
+    char e[1024] = "";
+    tern_engine *eng = tern_engine_create_from_yaml(y, "auth-test", e, sizeof e);
+    cr_assert_not_null(eng, "%s", e);
+    free(y);
+    return eng;
+}
+
+Test(auth_engine, missing_secret_file_stops_the_engine_with_its_name)
+{
+    char *y = yaml_with("/nonexistent/tern.secret");
+    char e[1024] = "";
+    tern_engine *eng = tern_engine_create_from_yaml(y, "auth-test", e, sizeof e);
+    cr_assert_null(eng);
+    cr_assert(strstr(e, "/nonexistent/tern.secret"), "%s", e);
+    free(y);
+}
+
+/* Write then read 64 KiB through a real tcp batch from A to B's buffer. */
+static int batch_roundtrip(tern_engine *A, tern_segment_id s, uint8_t *local, uint64_t remote)
+{
+    for (int i = 0; i < 65536; i++)
+        local[i] = (uint8_t)(i * 13 + 1);
+    tern_request w = {.opcode = TERN_WRITE, .local = local, .segment = s, .remote = remote,
+                      .length = 65536};
+    tern_request r = w;
+    r.opcode = TERN_READ;
+    r.local = local + 65536;
+    tern_batch *b = tern_batch_alloc(A, 2);
+    int rc = tern_batch_submit(b, &w, 1) == 1 ? tern_batch_wait(b, 10000) : -1;
+    if (rc == 0)
+        rc = tern_batch_submit(b, &r, 1) == 1 ? tern_batch_wait(b, 10000) : -1;
+    if (rc)
+        snprintf(err, sizeof err, "%s | %s", tern_batch_error(b, 0), tern_batch_error(b, 1));
+    tern_batch_free(b);
+    return rc ? rc : memcmp(local, local + 65536, 65536) ? -100 : 0;
+}
+
+Test(auth_engine, same_secret_serves_probe_metadata_notify_and_batches)
+{
+    char *f = write_secret("a-good-shared-secret-for-tern\n");
+    tern_engine *A = engine_with(f), *B = engine_with(f);
+    uint8_t *la = malloc(1 << 17), *bb = calloc(1, 1 << 17);
+    cr_assert_eq(tern_register_memory(A, la, 1 << 17, NULL), 0);
+    cr_assert_eq(tern_register_memory(B, bb, 1 << 17, NULL), 0);
+    tern_segment_id s = tern_segment_open(A, tern_engine_server_name(B));
+    cr_assert_geq(s, 0, "%s", tern_engine_last_error(A));
+    cr_assert_eq(batch_roundtrip(A, s, la, (uint64_t)(uintptr_t)bb), 0, "%s", err);
+    cr_assert_eq(memcmp(la, bb, 65536), 0);
+    cr_assert_eq(tern_notify_send(A, s, "n", "hello"), 0, "%s", tern_engine_last_error(A));
+    /* A Probe with the secret is answered; without it, refused clearly. */
+    tern_auth *a = NULL;
+    cr_assert_eq(tern_auth_load(f, &a, err, sizeof err), 0);
+    char *reply = NULL;
+    size_t rl = 0;
+    cr_assert_eq(tern_hs_request_auth(a, tern_engine_server_name(B), TERN_HS_PROBE, "", 0,
+                                      &reply, &rl, 0, 2000, 2000, err, sizeof err),
+                 0, "%s", err);
+    cr_assert(strstr(reply, "\"ok\":true"), "%s", reply);
+    free(reply);
+    cr_assert_eq(tern_hs_request(tern_engine_server_name(B), TERN_HS_PROBE, "", 0, &reply, &rl,
+                                 0, 2000, 2000, err, sizeof err),
+                 TERN_ERR_AUTH);
+    cr_assert(strstr(err, "authentication required"), "%s", err);
+    cr_assert_null(reply);
+    tern_auth_free(a);
+    tern_engine_destroy(A);
+    tern_engine_destroy(B);
+    free(la);
+    free(bb);
+    unlink(f);
+    free(f);
+}
+
+/* B in its own process (stderr captured): A's attempt to open it. */
+static void open_against_peer(const char *a_secret, const char *b_secret, char *a_err,
+                              size_t a_errlen, char *b_log, size_t b_loglen)
+{
+    int out[2], errp[2], in[2];
+    cr_assert_eq(pipe(out), 0);
+    cr_assert_eq(pipe(errp), 0);
+    cr_assert_eq(pipe(in), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(errp[1], 2);
+        close(out[0]);
+        close(errp[0]);
+        dup2(in[0], 0); /* it runs until we close the other end */
+        close(in[1]);
+        execl(TERN_FAULT_PEER, TERN_FAULT_PEER, b_secret, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    close(errp[1]);
+    close(in[0]);
+    FILE *o = fdopen(out[0], "r");
+    char line[512] = "", name[128] = "";
+    cr_assert_not_null(fgets(line, sizeof line, o));
+    cr_assert_eq(sscanf(line, "READY %127s", name), 1, "%s", line);
+    tern_engine *A = engine_with(a_secret);
+    tern_segment_id s = tern_segment_open(A, name);
+    cr_assert_lt(s, 0, "a peer with another or no secret was opened");
+    snprintf(a_err, a_errlen, "%s", tern_engine_last_error(A));
+    tern_engine_destroy(A);
+    close(in[1]); /* the peer exits cleanly */
+    waitpid(pid, NULL, 0);
+    ssize_t n = read(errp[0], b_log, b_loglen - 1);
+    b_log[n > 0 ? n : 0] = 0;
+    fclose(o);
+    close(errp[0]);
+}
+
+Test(auth_engine, different_secret_is_refused_on_both_sides)
+{
+    char *f1 = write_secret("first-shared-secret-xxxxx"), *f2 = write_secret("second-secret-yyyyyyyyy");
+    char a_err[1024], b_log[8192];
+    open_against_peer(f1, f2, a_err, sizeof a_err, b_log, sizeof b_log);
+    cr_log_info("initiator: %s", a_err);
+    cr_log_info("target's log: %s", b_log);
+    cr_assert(strstr(a_err, "authentication failed: peer 127.0.0.1:") &&
+                  strstr(a_err, "did not prove the shared secret") &&
+                  strstr(a_err, "auth_secret_file"), "%s", a_err);
+    /* The initiator stopped at the target's wrong proof: the target logs
+     * that the peer never proved the secret. */
+    cr_assert(strstr(b_log, "authentication failed: peer 127.0.0.1:") &&
+                  strstr(b_log, "did not prove the shared secret"), "%s", b_log);
+    unlink(f1);
+    unlink(f2);
+    free(f1);
+    free(f2);
+}
+
+Test(auth_engine, peer_without_secret_is_refused_on_both_sides)
+{
+    char *f = write_secret("only-the-target-has-this-one");
+    char a_err[1024], b_log[8192];
+    open_against_peer(NULL, f, a_err, sizeof a_err, b_log, sizeof b_log);
+    cr_log_info("initiator: %s", a_err);
+    cr_log_info("target's log: %s", b_log);
+    cr_assert(strstr(a_err, "authentication required"), "%s", a_err);
+    cr_assert(strstr(b_log, "authentication failed: peer 127.0.0.1:") &&
+                  strstr(b_log, "auth_secret_file"), "%s", b_log);
+    unlink(f);
+    free(f);
+}
+
+Test(auth_engine, target_without_secret_is_refused_by_an_initiator_with_one)
+{
+    tern_engine *B = engine_with(NULL);
+    char *f = write_secret("only-the-initiator-has-it");
+    tern_engine *A = engine_with(f);
+    tern_segment_id s = tern_segment_open(A, tern_engine_server_name(B));
+    cr_assert_lt(s, 0);
+    cr_assert(strstr(tern_engine_last_error(A), "did not prove the shared secret"), "%s",
+              tern_engine_last_error(A));
+    tern_engine_destroy(A);
+    tern_engine_destroy(B);
+    unlink(f);
+    free(f);
+}
+
+static int dial_port(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+Test(auth_engine, data_port_without_proof_can_neither_read_nor_write)
+{
+    char *f = write_secret("data-port-shared-secret-zz");
+    tern_engine *B = engine_with(f);
+    uint8_t *bb = malloc(1 << 16);
+    memset(bb, 0x77, 1 << 16);
+    cr_assert_eq(tern_register_memory(B, bb, 1 << 16, NULL), 0);
+    char *json = NULL;
+    cr_assert_eq(tern_segment_descriptor(B, TERN_LOCAL_SEGMENT, &json), 0);
+    tern_segment_desc *d = NULL;
+    cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &d, err, sizeof err), 0, "%s", err);
+    uint16_t port = d->tcp_data_port;
+    tern_segment_desc_free(d);
+    free(json);
+    cr_assert_gt(port, 0);
+    for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+        int fd = dial_port(port);
+        tcp_req q = {.magic = TCP_REQ_MAGIC, .version = TCP_WIRE_VERSION, .opcode = (uint8_t)op,
+                     .id = 42, .addr = (uint64_t)(uintptr_t)bb, .length = 4096};
+        uint8_t h[TCP_REQ_SIZE + 4096];
+        tcp_req_encode(h, &q);
+        memset(h + TCP_REQ_SIZE, 0xEE, 4096);
+        size_t n = op == TERN_WRITE ? sizeof h : TCP_REQ_SIZE;
+        cr_assert_eq(tern_io_write_all(fd, h, n, 2000), 0);
+        uint8_t rep[TCP_REP_SIZE];
+        cr_assert_eq(tern_io_read_all(fd, rep, sizeof rep, 3000), 0, "no refusal");
+        tcp_rep r;
+        tcp_rep_decode(rep, &r);
+        cr_assert_eq(r.status, TERN_ERR_AUTH, "status %d", r.status);
+        cr_assert_eq(r.id, 42);
+        uint8_t more;
+        cr_assert_eq(recv(fd, &more, 1, 0), 0, "the connection must be closed, not served");
+        close(fd);
+    }
+    /* A hello followed by a wrong proof: refused, memory untouched. */
+    int fd = dial_port(port);
+    uint8_t hello[40] = {0x54, 0x4E, 0x41, 0x55, 1}, ch[72], pr[40] = {0x54, 0x4E, 0x41, 0x50};
+    cr_assert_eq(tern_io_write_all(fd, hello, sizeof hello, 2000), 0);
+    cr_assert_eq(tern_io_read_all(fd, ch, sizeof ch, 2000), 0);
+    cr_assert_eq(tern_io_write_all(fd, pr, sizeof pr, 2000), 0);
+    uint8_t v[8];
+    cr_assert_eq(tern_io_read_all(fd, v, sizeof v, 2000), 0);
+    cr_assert_eq((int32_t)(v[4] | v[5] << 8 | v[6] << 16 | (uint32_t)v[7] << 24), TERN_ERR_AUTH);
+    close(fd);
+    for (int i = 0; i < (1 << 16); i++)
+        cr_assert_eq(bb[i], 0x77, "memory written by an unauthenticated peer at %d", i);
+    tern_engine_destroy(B);
+    free(bb);
+    unlink(f);
+    free(f);
+}

@@ -140,6 +140,14 @@ typedef struct tern_host_services {
     int io_timeout_ms;
     /* Root of sysfs (tests point it at fake trees). */
     const char *sysfs_root;
+
+    /* ---- appended after v1.0 (check TERN_HAS_MEMBER) ---- */
+    /* HMAC-SHA256 of msg with the engine's shared secret (auth_secret_file),
+     * so a transport can authenticate its own data connections without
+     * linking a crypto library (see transports/tcp/tcp_auth.h).  Returns 0,
+     * or TERN_ERR_NOT_SUPPORTED when no secret is configured (any other
+     * error: treat authentication as on and failing). */
+    int (*auth_mac)(void *host, const void *msg, size_t len, uint8_t out[32]);
 } tern_host_services;
 
 /* ---- devices ------------------------------------------------------------- */

@@ -29,6 +29,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_wire.h"
 #include "tern/tern.h"
@@ -136,6 +137,11 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
                         "tcp: connect to data port %s failed: %s (is the target running and "
                         "is its advertised tcp host/port reachable from here?)", ep->peer,
                         strerror(e));
+    }
+    rc = tcp_auth_client(ctx, fd, ep->peer, err, errlen); /* tcp_auth.h (hardening) */
+    if (rc) {
+        close(fd);
+        return rc;
     }
     atomic_fetch_add(&ctx->st_connects, 1);
     *out = fd;

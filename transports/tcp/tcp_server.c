@@ -27,6 +27,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_wire.h"
 #include "tern/tern.h"
@@ -233,8 +234,9 @@ static void *srv_conn_main(void *arg)
 {
     tcp_srv_conn *c = arg;
     srv_state st = {.c = c, .ctx = c->ctx};
-    int rc;
-    while ((rc = srv_serve_one(&st)) == 0)
+    /* A peer that does not prove the shared secret is never served (tcp_auth.h). */
+    int rc = tcp_auth_server(c->ctx, c->fd, c->peer) ? TERN_ERR_CLOSED : 0;
+    while (rc == 0 && (rc = srv_serve_one(&st)) == 0)
         ;
     if (rc != TERN_ERR_CLOSED && rc != TERN_ERR_PROTOCOL)
         tcp_log(c->ctx, TERN_LOG_INFO, "data connection from %s closed: %s", c->peer,
