@@ -6,36 +6,11 @@
  * {efa, tcp} engines use efa. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "tern/tern.h"
+#include "integration_common.h"
 
 #define PEER_PATH TERN_BUILD_DIR "/bin/tern-test-efa-peer"
-
-typedef struct efa_peer {
-    pid_t pid;
-    FILE *in, *out;
-    char name[128];
-    uint64_t a, la, b, lb;
-} efa_peer;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* The engine YAML for a preference list ("efa-tcp,tcp"), as the peer does. */
 static const char *yaml_for(const char *list)
@@ -57,69 +32,6 @@ static const char *yaml_for(const char *list)
     return yaml;
 }
 
-static void peer_line(efa_peer *p, char *line, size_t len, int tmo_ms)
-{
-    struct pollfd pf = {fileno(p->out), POLLIN, 0};
-    cr_assert_gt(poll(&pf, 1, tmo_ms), 0, "the target process said nothing for %d ms", tmo_ms);
-    cr_assert(fgets(line, (int)len, p->out), "the target process closed its output");
-}
-
-static void peer_start(efa_peer *p, const char *list)
-{
-    int in[2], out[2];
-    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execl(PEER_PATH, PEER_PATH, list, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->in = fdopen(in[1], "w");
-    p->out = fdopen(out[0], "r");
-    char line[512];
-    peer_line(p, line, sizeof line, 30000);
-    int n = sscanf(line, "READY %127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, p->name,
-                   &p->a, &p->la, &p->b, &p->lb);
-    cr_assert_eq(n, 5, "unexpected line from the target: %s", line);
-}
-
-static void peer_check_canaries(efa_peer *p)
-{
-    char line[128];
-    fprintf(p->in, "CHECK\n");
-    fflush(p->in);
-    peer_line(p, line, sizeof line, 10000);
-    cr_assert_str_eq(line, "CANARY ok\n", "target memory outside its buffers changed: %s", line);
-}
-
-static void peer_reap(efa_peer *p)
-{
-    uint64_t end = now_ms() + 10000;
-    int st;
-    while (waitpid(p->pid, &st, WNOHANG) == 0) {
-        if (now_ms() > end) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &st, 0);
-            break;
-        }
-        usleep(10000);
-    }
-    fclose(p->in);
-    fclose(p->out);
-}
-
-static void peer_stop(efa_peer *p)
-{
-    fprintf(p->in, "EXIT\n");
-    fflush(p->in);
-    peer_reap(p);
-}
-
 /* An engine for the list; skips the test when efa cannot load here. */
 static tern_engine *engine_new(const char *list)
 {
@@ -132,40 +44,7 @@ static tern_engine *engine_new(const char *list)
     return e;
 }
 
-static uint8_t *local_buf(tern_engine *e, size_t len)
-{
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(p != MAP_FAILED);
-    cr_assert_eq(tern_register_memory(e, p, len, NULL), 0, "%s", tern_engine_last_error(e));
-    return p;
-}
-
-static void fill(uint8_t *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(((i * 2246822519u) >> 11) ^ seed);
-}
-
-static tern_status one(tern_engine *e, tern_segment_id seg, int op, void *local, uint64_t remote,
-                       uint64_t len, char *msg, size_t msglen)
-{
-    tern_batch *b = tern_batch_alloc(e, 1);
-    cr_assert(b);
-    tern_request r = {.opcode = op, .local = local, .segment = seg, .remote = remote,
-                      .length = len};
-    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
-    cr_assert_neq(tern_batch_wait(b, 60000), TERN_ERR_TIMEOUT, "a request hung for 60 s");
-    tern_request_state st;
-    cr_assert_eq(tern_batch_state(b, 0, &st), 0);
-    if (msg)
-        snprintf(msg, msglen, "%s", tern_batch_error(b, 0));
-    if (st.status == TERN_COMPLETED)
-        cr_assert_eq(st.transferred, len);
-    cr_assert_eq(tern_batch_free(b), 0);
-    return st.status;
-}
-
-static tern_segment_id open_expect(tern_engine *e, efa_peer *p, const char *transport)
+static tern_segment_id open_expect(tern_engine *e, it_peer *p, const char *transport)
 {
     char xp[32] = "";
     tern_segment_id seg = tern_segment_open(e, p->name);
@@ -182,10 +61,10 @@ TestSuite(efa_integration, .timeout = 180);
 
 static void data_path(const char *list)
 {
-    efa_peer p;
+    it_peer p;
     char msg[512];
     tern_engine *e = engine_new(list);
-    peer_start(&p, list);
+    peer_start(&p, PEER_PATH, list);
     tern_segment_id seg = open_expect(e, &p, "efa");
     size_t cap = (16u << 20) + 8192;
     uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
@@ -220,9 +99,9 @@ Test(efa_integration, data_path_provider_shm) { data_path("efa-shm"); }
 
 static void refused(const char *list)
 {
-    efa_peer p;
+    it_peer p;
     tern_engine *e = engine_new(list);
-    peer_start(&p, list);
+    peer_start(&p, PEER_PATH, list);
     tern_segment_id seg = open_expect(e, &p, "efa");
     uint8_t *buf = local_buf(e, 1 << 20);
     memset(buf, 0x5A, 1 << 20);
@@ -268,9 +147,9 @@ static void *kill_later(void *arg)
 
 static void killed(const char *list)
 {
-    efa_peer p;
+    it_peer p;
     tern_engine *e = engine_new(list);
-    peer_start(&p, list);
+    peer_start(&p, PEER_PATH, list);
     tern_segment_id seg = open_expect(e, &p, "efa");
     /* 32 GiB: shm moves about 20 GB/s on a quiet machine, so the batch runs
      * for seconds even when the killer thread is scheduled late on a loaded
@@ -315,9 +194,9 @@ static void killed(const char *list)
     peer_reap(&p);
     tern_segment_close(e, seg);
     /* The same engine works with a new target. */
-    efa_peer q;
+    it_peer q;
     char msg[512];
-    peer_start(&q, list);
+    peer_start(&q, PEER_PATH, list);
     tern_segment_id seg2 = open_expect(e, &q, "efa");
     uint8_t *dst = local_buf(e, 1 << 20);
     cr_assert_eq(one(e, seg2, TERN_WRITE, src, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
@@ -337,10 +216,10 @@ Test(efa_integration, target_killed_mid_batch_provider_shm) { killed("efa-shm");
 
 static void negotiate(const char *mine, const char *theirs, const char *expect)
 {
-    efa_peer p;
+    it_peer p;
     char msg[512];
     tern_engine *e = engine_new(mine);
-    peer_start(&p, theirs);
+    peer_start(&p, PEER_PATH, theirs);
     tern_segment_id seg = open_expect(e, &p, expect);
     uint8_t *src = local_buf(e, 1 << 20), *dst = local_buf(e, 1 << 20);
     fill(src, 1 << 20, 42);

@@ -5,20 +5,11 @@
  * is the initiator. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "tern/tern.h"
+/* this file's fill() pattern */
+#define IT_FILL_MUL 2654435761u
+#define IT_FILL_SHIFT 13
+#include "integration_common.h"
 
 #define PEER_PATH TERN_BUILD_DIR "/bin/tern-test-tcp-peer"
 
@@ -32,124 +23,12 @@ static const char *yaml =
     "io_timeout_ms: 3000\n"
     "log_level: warn\n";
 
-typedef struct peer {
-    pid_t pid;
-    FILE *in, *out;
-    char name[128];
-    uint64_t a, la, b, lb;
-} peer;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void peer_line(peer *p, char *line, size_t len, int tmo_ms)
-{
-    struct pollfd pf = {fileno(p->out), POLLIN, 0};
-    cr_assert_gt(poll(&pf, 1, tmo_ms), 0, "the target process said nothing for %d ms", tmo_ms);
-    cr_assert(fgets(line, (int)len, p->out), "the target process closed its output");
-}
-
-static void peer_start(peer *p)
-{
-    int in[2], out[2];
-    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execl(PEER_PATH, PEER_PATH, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->in = fdopen(in[1], "w");
-    p->out = fdopen(out[0], "r");
-    char line[512];
-    peer_line(p, line, sizeof line, 30000);
-    int n = sscanf(line, "READY %127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, p->name,
-                   &p->a, &p->la, &p->b, &p->lb);
-    cr_assert_eq(n, 5, "unexpected line from the target: %s", line);
-}
-
-static void peer_check_canaries(peer *p)
-{
-    fprintf(p->in, "CHECK\n");
-    fflush(p->in);
-    char line[128];
-    peer_line(p, line, sizeof line, 10000);
-    cr_assert_str_eq(line, "CANARY ok\n", "target memory outside its buffers changed: %s", line);
-}
-
-static void peer_reap(peer *p)
-{
-    uint64_t end = now_ms() + 10000;
-    int st;
-    while (waitpid(p->pid, &st, WNOHANG) == 0) {
-        if (now_ms() > end) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &st, 0);
-            break;
-        }
-        usleep(10000);
-    }
-    fclose(p->in);
-    fclose(p->out);
-}
-
-static void peer_stop(peer *p)
-{
-    fprintf(p->in, "EXIT\n");
-    fflush(p->in);
-    peer_reap(p);
-}
-
 static tern_engine *engine_new(void)
 {
     char err[1024] = "";
     tern_engine *e = tern_engine_create_from_yaml(yaml, "test_tcp_integration", err, sizeof err);
     cr_assert(e, "engine: %s", err);
     return e;
-}
-
-static uint8_t *local_buf(tern_engine *e, size_t len)
-{
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(p != MAP_FAILED);
-    cr_assert_eq(tern_register_memory(e, p, len, NULL), 0, "%s", tern_engine_last_error(e));
-    return p;
-}
-
-static void fill(uint8_t *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)((i * 2654435761u) >> 13) ^ (uint8_t)seed;
-}
-
-/* One request, waited for; returns its final status. */
-static tern_status one(tern_engine *e, tern_segment_id seg, int op, void *local, uint64_t remote,
-                       uint64_t len, char *msg, size_t msglen)
-{
-    tern_batch *b = tern_batch_alloc(e, 1);
-    cr_assert(b);
-    tern_request r = {.opcode = op, .local = local, .segment = seg, .remote = remote,
-                      .length = len};
-    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
-    int rc = tern_batch_wait(b, 60000);
-    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "a single request did not finish in 60 s");
-    tern_request_state st;
-    cr_assert_eq(tern_batch_state(b, 0, &st), 0);
-    if (msg)
-        snprintf(msg, msglen, "%s", tern_batch_error(b, 0));
-    if (st.status == TERN_COMPLETED)
-        cr_assert_eq(st.transferred, len);
-    cr_assert_eq(tern_batch_free(b), 0);
-    return st.status;
 }
 
 /* tern_batch_free refuses (BUSY) while the engine still holds slices of
@@ -159,8 +38,8 @@ TestSuite(tcp_integration, .timeout = 180);
 
 Test(tcp_integration, write_then_read_back_byte_exact)
 {
-    peer p;
-    peer_start(&p);
+    it_peer p;
+    peer_start(&p, PEER_PATH, NULL);
     tern_engine *e = engine_new();
     tern_segment_id seg = tern_segment_open(e, p.name);
     cr_assert_geq(seg, 0, "open %s: %s", p.name, tern_engine_last_error(e));
@@ -199,8 +78,8 @@ Test(tcp_integration, write_then_read_back_byte_exact)
 
 Test(tcp_integration, unregistered_remote_addresses_refused)
 {
-    peer p;
-    peer_start(&p);
+    it_peer p;
+    peer_start(&p, PEER_PATH, NULL);
     tern_engine *e = engine_new();
     tern_segment_id seg = tern_segment_open(e, p.name);
     cr_assert_geq(seg, 0, "%s", tern_engine_last_error(e));
@@ -235,8 +114,8 @@ Test(tcp_integration, unregistered_remote_addresses_refused)
 
 Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
 {
-    peer p;
-    peer_start(&p);
+    it_peer p;
+    peer_start(&p, PEER_PATH, NULL);
     tern_engine *e = engine_new();
     tern_segment_id seg = tern_segment_open(e, p.name);
     cr_assert_geq(seg, 0, "%s", tern_engine_last_error(e));
@@ -275,8 +154,8 @@ Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
     peer_reap(&p);
     tern_segment_close(e, seg);
     /* The same engine works with another target. */
-    peer q;
-    peer_start(&q);
+    it_peer q;
+    peer_start(&q, PEER_PATH, NULL);
     tern_segment_id seg2 = tern_segment_open(e, q.name);
     cr_assert_geq(seg2, 0, "%s", tern_engine_last_error(e));
     uint8_t *dst = local_buf(e, 1 << 20);
@@ -293,8 +172,8 @@ Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
 
 Test(tcp_integration, burst_of_1024_after_10s_idle)
 {
-    peer p;
-    peer_start(&p);
+    it_peer p;
+    peer_start(&p, PEER_PATH, NULL);
     tern_engine *e = engine_new();
     tern_segment_id seg = tern_segment_open(e, p.name);
     cr_assert_geq(seg, 0, "%s", tern_engine_last_error(e));
