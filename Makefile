@@ -24,7 +24,8 @@ run: deps
 
 test: deps
 	$(MAKE) --no-print-directory build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure; rc=$$?; \
+	  $(CURDIR)/scripts/test-summary.sh . || true; exit $$rc
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -61,6 +62,7 @@ test-asan: deps
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/build-asan/asan-logs/asan \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build-asan/asan-logs/ubsan \
 	  ctest --output-on-failure -E '$(ASAN_EXCLUDE)'; rc=$$?; \
+	  $(CURDIR)/scripts/test-summary.sh . || true; \
 	  n=$$(ls asan-logs | wc -l); \
 	  if [ $$n -ne 0 ]; then echo "test-asan: $$n sanitizer report(s):"; \
 	    for f in asan-logs/*; do echo "== $$f"; head -60 "$$f"; done; fi; \
