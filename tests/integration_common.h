@@ -151,4 +151,38 @@ static inline tern_status one(tern_engine *e, tern_segment_id seg, int op, void 
     return st.status;
 }
 
+/* WRITE n bytes of src at remote, READ them back into dst and compare;
+ * what (may be NULL) names the request in the message if they differ. */
+static inline void write_read_back(tern_engine *e, tern_segment_id seg, uint8_t *src,
+                                   uint8_t *dst, uint64_t remote, uint64_t n, const char *what)
+{
+    char msg[512];
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, remote, n, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, remote, n, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    if (what)
+        cr_assert_eq(memcmp(src, dst, n), 0, "%s differs", what);
+    else
+        cr_assert_eq(memcmp(src, dst, n), 0);
+}
+
+/* After a target died mid-batch: every request ended COMPLETED or FAILED,
+ * each failure says why.  Returns how many FAILED. */
+static inline size_t count_failed(tern_batch *b, size_t n)
+{
+    size_t failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        tern_request_state st;
+        tern_batch_state(b, i, &st);
+        cr_assert(st.status == TERN_COMPLETED || st.status == TERN_FAILED,
+                  "request %zu ended %d", i, st.status);
+        if (st.status == TERN_FAILED) {
+            failed++;
+            cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
+        }
+    }
+    return failed;
+}
+
 #endif

@@ -83,11 +83,7 @@ static void data_path(const char *list)
     uint64_t span = 300000, at = p.b - 150000;
     fill(src, span, 77);
     memset(dst, 0, span);
-    cr_assert_eq(one(e, seg, TERN_WRITE, src, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
-                 msg);
-    cr_assert_eq(one(e, seg, TERN_READ, dst, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
-                 msg);
-    cr_assert_eq(memcmp(src, dst, span), 0, "the request spanning A and B differs");
+    write_read_back(e, seg, src, dst, at, span, "the request spanning A and B");
     peer_check_canaries(&p);
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
@@ -174,17 +170,7 @@ static void killed(const char *list)
     int rc = tern_batch_wait(b, 60000);
     uint64_t waited = now_ms() - t0;
     cr_assert_neq(rc, TERN_ERR_TIMEOUT, "%s: requests pending 60 s after the target died", list);
-    size_t failed = 0;
-    for (size_t i = 0; i < n; i++) {
-        tern_request_state st;
-        tern_batch_state(b, i, &st);
-        cr_assert(st.status == TERN_COMPLETED || st.status == TERN_FAILED,
-                  "request %zu ended %d", i, st.status);
-        if (st.status == TERN_FAILED) {
-            failed++;
-            cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
-        }
-    }
+    size_t failed = count_failed(b, n);
     cr_assert_gt(failed, 0, "%s: 32 GiB cannot be written before the kill: some must fail "
                  "(submit took %" PRIu64 " ms, wait %" PRIu64 " ms)", list, submit_ms, waited);
     cr_log_info("%s: target killed: %zu of %zu FAILED after %" PRIu64 " ms (first: %s)", list,
@@ -195,15 +181,10 @@ static void killed(const char *list)
     tern_segment_close(e, seg);
     /* The same engine works with a new target. */
     it_peer q;
-    char msg[512];
     peer_start(&q, PEER_PATH, list);
     tern_segment_id seg2 = open_expect(e, &q, "efa");
     uint8_t *dst = local_buf(e, 1 << 20);
-    cr_assert_eq(one(e, seg2, TERN_WRITE, src, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
-                 "%s", msg);
-    cr_assert_eq(one(e, seg2, TERN_READ, dst, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
-                 "%s", msg);
-    cr_assert_eq(memcmp(src, dst, 1 << 20), 0);
+    write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);
     tern_segment_close(e, seg2);
     tern_engine_destroy(e);
     peer_stop(&q);

@@ -64,12 +64,7 @@ Test(tcp_integration, write_then_read_back_byte_exact)
     uint64_t span = 200000, at = p.b - 100000;
     fill(src, span, 99);
     memset(dst, 0, span);
-    char msg[512];
-    cr_assert_eq(one(e, seg, TERN_WRITE, src, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
-                 msg);
-    cr_assert_eq(one(e, seg, TERN_READ, dst, at, span, msg, sizeof msg), TERN_COMPLETED, "%s",
-                 msg);
-    cr_assert_eq(memcmp(src, dst, span), 0, "the request spanning A and B differs");
+    write_read_back(e, seg, src, dst, at, span, "the request spanning A and B");
     peer_check_canaries(&p);
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
@@ -134,17 +129,7 @@ Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
     int rc = tern_batch_wait(b, 30000);
     uint64_t waited = now_ms() - t0;
     cr_assert_neq(rc, TERN_ERR_TIMEOUT, "requests still pending 30 s after the target died");
-    size_t failed = 0;
-    for (size_t i = 0; i < n; i++) {
-        tern_request_state st;
-        tern_batch_state(b, i, &st);
-        cr_assert(st.status == TERN_COMPLETED || st.status == TERN_FAILED,
-                  "request %zu ended %d", i, st.status);
-        if (st.status == TERN_FAILED) {
-            failed++;
-            cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
-        }
-    }
+    size_t failed = count_failed(b, n);
     cr_assert_gt(failed, 0, "1 GiB was not written within 100 ms, so some must fail");
     cr_log_info("target killed: %zu of %zu requests FAILED after %" PRIu64 " ms", failed, n,
                 waited);
@@ -159,12 +144,7 @@ Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
     tern_segment_id seg2 = tern_segment_open(e, q.name);
     cr_assert_geq(seg2, 0, "%s", tern_engine_last_error(e));
     uint8_t *dst = local_buf(e, 1 << 20);
-    char msg[512];
-    cr_assert_eq(one(e, seg2, TERN_WRITE, src, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
-                 "%s", msg);
-    cr_assert_eq(one(e, seg2, TERN_READ, dst, q.a, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
-                 "%s", msg);
-    cr_assert_eq(memcmp(src, dst, 1 << 20), 0);
+    write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);
     tern_segment_close(e, seg2);
     tern_engine_destroy(e);
     peer_stop(&q);
