@@ -563,6 +563,18 @@ static void progress(shared *sh, double t0, uint64_t *last_b, double *last_t)
     *last_t = t;
 }
 
+
+/* Nearest-rank percentile of sorted a[0..n): the same rule for every q, so
+ * p99 >= p50 even with a couple of samples. */
+static double percentile(const uint32_t *a, size_t n, double q)
+{
+    if (!n)
+        return 0;
+    size_t r = (size_t)(q * (double)n);
+    if ((double)r < q * (double)n)
+        r++;
+    return a[r ? r - 1 : 0];
+}
 static void summary(shared *sh, worker *ws, double secs, const char *verdict)
 {
     const opts *o = sh->o;
@@ -576,7 +588,7 @@ static void summary(shared *sh, worker *ws, double secs, const char *verdict)
         k += ws[t].nlat;
     }
     qsort(all, n, sizeof *all, cmp_u32);
-    double p50 = n ? all[n / 2] : 0, p99 = n ? all[(size_t)((double)(n - 1) * 0.99)] : 0;
+    double p50 = percentile(all, n, 0.50), p99 = percentile(all, n, 0.99);
     free(all);
     uint64_t bytes = atomic_load(&sh->bytes), ops = atomic_load(&sh->ops);
     uint64_t errs = atomic_load(&sh->errors);
