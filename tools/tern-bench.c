@@ -563,7 +563,6 @@ static void progress(shared *sh, double t0, uint64_t *last_b, double *last_t)
     *last_t = t;
 }
 
-
 /* Nearest-rank percentile of sorted a[0..n): the same rule for every q, so
  * p99 >= p50 even with a couple of samples. */
 static double percentile(const uint32_t *a, size_t n, double q)
