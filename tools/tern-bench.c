@@ -195,89 +195,24 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 /* ---- engine with an optional server_name override ------------------------- */
 
-/* The YAML with its top-level server_name line replaced (or added). */
-static char *yaml_with_server_name(const char *yaml, const char *name)
-{
-    size_t cap = strlen(yaml) + strlen(name) + 64;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    size_t n = 0;
-    int done = 0;
-    for (const char *p = yaml; *p;) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
-        if (!done && !strncmp(p, "server_name:", 12)) {
-            n += (size_t)snprintf(out + n, cap - n, "server_name: \"%s\"\n", name);
-            done = 1;
-        } else {
-            memcpy(out + n, p, len);
-            n += len;
-        }
-        p += len;
-    }
-    if (!done)
-        n += (size_t)snprintf(out + n, cap - n, "\nserver_name: \"%s\"\n", name);
-    out[n] = 0;
-    return out;
-}
-
-/* "host:port" of the config text's server_name with the port set to 0. */
-static void host_port0(const char *yaml, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "127.0.0.1:0");
-    const char *p = strstr(yaml, "\nserver_name:");
-    p = p ? p + 13 : (!strncmp(yaml, "server_name:", 12) ? yaml + 12 : NULL);
-    if (!p)
-        return;
-    while (*p == ' ' || *p == '"' || *p == '\'')
-        p++;
-    const char *e = p;
-    while (*e && *e != '\n' && *e != '"' && *e != '\'' && *e != ' ' && *e != '#')
-        e++;
-    const char *colon = NULL;
-    for (const char *q = p; q < e; q++)
-        if (*q == ':')
-            colon = q;
-    if (colon && colon > p)
-        snprintf(out, outlen, "%.*s:0", (int)(colon - p), p);
-}
-
+/* The engine of the config (--config, else $TERN_CONFIG, else the embedded
+ * default) under --server-name; an initiator without one takes a free port
+ * on the configured host, so it runs beside a target holding that port. */
 static tern_engine *make_engine(const opts *o, int initiator)
 {
-    char err[2048] = "";
-    char *text = NULL;
-    size_t len = 0;
-    const char *path = o->config ? o->config : getenv("TERN_CONFIG");
-    if (path) {
-        FILE *f = fopen(path, "r");
-        if (!f) {
-            fprintf(stderr, "tern-bench: cannot open config %s: %s\n", path, strerror(errno));
-            return NULL;
-        }
-        fseek(f, 0, SEEK_END);
-        long sz = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        text = calloc(1, (size_t)(sz > 0 ? sz : 0) + 1);
-        len = text ? fread(text, 1, (size_t)(sz > 0 ? sz : 0), f) : 0;
-        fclose(f);
-        if (!text)
-            return NULL;
-        text[len] = 0;
-    } else {
-        text = strdup(tern_config_default_yaml());
-    }
-    char p0[300];
+    char err[2048] = "", p0[300];
     const char *sn = o->server_name;
     if (!sn && initiator) {
-        host_port0(text, p0, sizeof p0);
+        tern_config *cfg = NULL;
+        if (tern_config_load_file(o->config, &cfg, err, sizeof err) < 0) {
+            fprintf(stderr, "tern-bench: %s\n", err);
+            return NULL;
+        }
+        tern_config_ephemeral_name(cfg, p0, sizeof p0);
+        tern_config_free(cfg);
         sn = p0;
     }
-    char *yaml = sn ? yaml_with_server_name(text, sn) : strdup(text);
-    free(text);
-    tern_engine *e = tern_engine_create_from_yaml(yaml, path ? path : "<built-in config>", err,
-                                                  sizeof err);
-    free(yaml);
+    tern_engine *e = tern_engine_create_as(o->config, sn, err, sizeof err);
     if (!e)
         fprintf(stderr, "tern-bench: cannot create the engine: %s\n", err);
     return e;

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "handshake.h"
 #include "plugin.h"
 #include "tern/tern.h"
 #include "topology.h"
@@ -226,12 +225,9 @@ typedef struct peer_result {
  * real metadata backend and negotiation.  Returns how many failed. */
 static int probe_peers(const info_opts *o, const tern_config *cfg, peer_result *res)
 {
-    char host[256], name[300], err[1024] = "";
-    uint16_t port;
+    char name[300], err[1024] = "";
     int failed = 0;
-    if (tern_split_host_port(cfg->server_name, host, sizeof host, &port) < 0)
-        tern_strlcpy(host, "127.0.0.1", sizeof host);
-    snprintf(name, sizeof name, strchr(host, ':') ? "[%s]:0" : "%s:0", host);
+    tern_config_ephemeral_name(cfg, name, sizeof name);
     tern_engine *e = tern_engine_create_as(o->config, name, err, sizeof err);
     for (int i = 0; i < o->npeers; i++) {
         res[i].name = o->peers[i];
