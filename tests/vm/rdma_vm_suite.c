@@ -488,7 +488,8 @@ static void close_in_flight(pair *pr)
     }
     cr_expect_eq(back, N, "%d of %d slices came back", back, N);
     cr_expect_eq(ok + closed, N, "ok %d + closed %d != %d", ok, closed, N);
-    cr_expect_gt(closed, 0, "max_wr 8 x 2 QPs: most of the 256 slices were still queued");
+    /* How many finish before the close is a matter of timing (an idle host
+     * completes all 256): what must hold is that none is lost. */
     cr_log_info("ep_close with 256 slices in flight: %d done, %d failed with TERN_ERR_CLOSED",
                 ok, closed);
 }
