@@ -83,7 +83,9 @@ conf efa-shm-64K "$EFA_SHM" 64K
 conf efa-shm-1M "$EFA_SHM" 1M
 printf 'server_name: 127.0.0.1:0\nmetadata: p2p\nlog_level: warn\ntransports:\n  - name: tcp\n' >"$WORK/tcp.yaml"
 
-start_target() { # config -> prints the segment name
+# Sets SEG to the target's segment name.  Not called in $(...): a subshell
+# would lose the PID from PIDS and leave the target running after the script.
+start_target() { # config
     "$BENCH" --mode target --config "$WORK/$1.yaml" --buffer-size 128M >"$WORK/target-$1.out" 2>"$WORK/target-$1.log" &
     PIDS+=($!)
     local seg=
@@ -93,11 +95,11 @@ start_target() { # config -> prints the segment name
         sleep 0.1
     done
     [ -n "$seg" ] || { echo "efa_bench: target $1 did not start:" >&2; cat "$WORK/target-$1.log" >&2; exit 1; }
-    echo "$seg"
+    SEG=$seg
 }
-SEG_EFA_TCP=$(start_target efa-tcp)
-SEG_EFA_SHM=$(start_target efa-shm)
-SEG_TCP=$(start_target tcp)
+start_target efa-tcp; SEG_EFA_TCP=$SEG
+start_target efa-shm; SEG_EFA_SHM=$SEG
+start_target tcp; SEG_TCP=$SEG
 IPORT=$(free_port)
 iperf3 -s -B 127.0.0.1 -p "$IPORT" >"$WORK/iperf3-server.log" 2>&1 &
 PIDS+=($!)
