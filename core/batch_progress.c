@@ -284,17 +284,26 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
+/* The host service complete(): a transport hands a finished slice back from
+ * its own thread (ABI 1.1), with no progress thread in between. */
+void tern_slice_complete(tern_slice *s)
+{
+    tern_cslice_done(s->core);
+}
+
 int tern_progress_start(tern_xport *x, char *err, size_t errlen)
 {
     pthread_mutex_init(&x->retry_lock, NULL);
     pthread_cond_init(&x->retry_cond, NULL);
     atomic_store(&x->progress_stop, 0);
-    if (pthread_create(&x->progress, NULL, progress_main, x) != 0)
+    x->progress_polls = x->ops->poll != NULL; /* 1.1 plugins may use complete() only */
+    if (x->progress_polls && pthread_create(&x->progress, NULL, progress_main, x) != 0)
         return tern_errf(err, errlen, TERN_ERR_IO, "cannot start the %s progress thread",
                          x->pl->name);
     if (pthread_create(&x->retrier, NULL, retry_main, x) != 0) {
         atomic_store(&x->progress_stop, 1);
-        pthread_join(x->progress, NULL);
+        if (x->progress_polls)
+            pthread_join(x->progress, NULL);
         return tern_errf(err, errlen, TERN_ERR_IO, "cannot start the %s retry thread",
                          x->pl->name);
     }
@@ -311,7 +320,8 @@ void tern_progress_stop(tern_xport *x)
     pthread_cond_broadcast(&x->retry_cond);
     pthread_mutex_unlock(&x->retry_lock);
     pthread_join(x->retrier, NULL);
-    pthread_join(x->progress, NULL);
+    if (x->progress_polls)
+        pthread_join(x->progress, NULL);
     x->progress_started = 0;
     pthread_mutex_lock(&x->retry_lock);
     tern_cslice *list = x->retry_head;

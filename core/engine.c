@@ -161,6 +161,7 @@ static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
     int rc = tern_plugins_load(e->cfg, tern_engine_log, e, &e->plugins, err, errlen);
     if (rc)
         return rc;
+    tern_plugins_set_completion(&e->plugins, tern_slice_complete);
     for (size_t i = 0; i < e->plugins.n; i++) {
         tern_plugin *p = &e->plugins.plugins[i];
         if (p->outcome != TERN_LOAD_OK || !p->ops)

@@ -51,6 +51,7 @@ typedef struct tern_xport {
     uint64_t slice_size;
     pthread_t progress;
     int progress_started;
+    int progress_polls;           /* a progress thread calls ops->poll */
     atomic_int progress_stop;
     pthread_t retrier;            /* resubmits failed slices (batch_progress.c) */
     pthread_mutex_t retry_lock;   /* slices waiting to be retried */
@@ -179,6 +180,8 @@ void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path,
 
 /* ---- batch_progress.c ---- */
 int tern_progress_start(tern_xport *x, char *err, size_t errlen);
+/* The host service complete(): finish a slice a transport handed back. */
+void tern_slice_complete(tern_slice *s);
 void tern_progress_stop(tern_xport *x);
 
 /* ---- batch.c: test hooks ---- */

@@ -27,6 +27,7 @@ TERN_EXPORT const char *tern_strerror(int code)
     case TERN_ERR_CANCELED: return "TERN_ERR_CANCELED";
     case TERN_ERR_RANGE: return "TERN_ERR_RANGE";
     case TERN_ERR_CLOSED: return "TERN_ERR_CLOSED";
+    case TERN_ERR_UNREACHABLE: return "TERN_ERR_UNREACHABLE";
     }
     return "TERN_ERR_UNKNOWN";
 }

@@ -58,6 +58,7 @@ struct tern_plugin_host {
     char sysfs_root[PATH_MAX];
     struct tern_auth *auth;    /* auth_secret_file's secret (hardening) */
     int auth_failed;           /* configured but unreadable: every proof fails */
+    void (*complete)(tern_slice *slice); /* the core's completion entry point */
 };
 
 /* ---- outcome names -------------------------------------------------------- */
@@ -277,6 +278,19 @@ static int host_kv_copy(struct tern_plugin_host *h, const tern_transport_cfg *tc
     return 0;
 }
 
+static void host_complete(void *host, tern_slice *slice)
+{
+    struct tern_plugin_host *h = host;
+    h->complete(slice);
+}
+
+void tern_plugins_set_completion(tern_plugin_set *set, void (*complete)(tern_slice *slice))
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->plugins[i].hostdata)
+            set->plugins[i].hostdata->complete = complete;
+}
+
 static void host_setup(tern_plugin *p, const tern_config *cfg)
 {
     struct tern_plugin_host *h = p->hostdata;
@@ -306,6 +320,7 @@ static void host_setup(tern_plugin *p, const tern_config *cfg)
         .io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000,
         .sysfs_root = h->sysfs_root,
         .auth_mac = host_auth_mac,
+        .complete = host_complete,
     };
 }
 
@@ -514,8 +529,7 @@ static const struct {
 } mandatory_ops[] = {
 #define OP(m) {#m, offsetof(tern_transport, m)}
     OP(init), OP(fini), OP(devices), OP(mr_register), OP(mr_deregister),
-    OP(segment_describe), OP(ep_open), OP(ep_describe), OP(ep_connect), OP(ep_close),
-    OP(submit), OP(poll),
+    OP(segment_describe), OP(ep_open), OP(ep_connect), OP(ep_close), OP(submit),
 #undef OP
 };
 
@@ -562,6 +576,15 @@ static tern_load_outcome check_symbol(tern_plugin *p, const tern_transport *t, s
         if (op_is_null(t, mandatory_ops[i].off))
             return FAIL(p, TERN_LOAD_MISSING_OP, "transport '%s': %s: mandatory operation "
                         "'%s' is NULL", n, f, mandatory_ops[i].name);
+    /* poll is optional from ABI 1.1 (completions through host->complete);
+     * ep_describe only matters to transports that handshake. */
+    if (!t->poll && t->abi_minor < 1)
+        return FAIL(p, TERN_LOAD_MISSING_OP, "transport '%s': %s: mandatory operation 'poll' "
+                    "is NULL (a plugin may leave it out only when built for ABI 1.1 or later, "
+                    "handing slices back through the host service complete())", n, f);
+    if (!t->ep_describe && (t->caps & TERN_CAP_HANDSHAKE))
+        return FAIL(p, TERN_LOAD_MISSING_OP, "transport '%s': %s: operation 'ep_describe' is "
+                    "NULL but the plugin sets TERN_CAP_HANDSHAKE, which needs it", n, f);
     return TERN_LOAD_OK;
 }
 

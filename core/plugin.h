@@ -75,6 +75,10 @@ tern_plugin *tern_plugins_find(tern_plugin_set *set, const char *name);
  * threads read it: the text is copied in place, not swapped atomically. */
 void tern_plugins_set_server_name(tern_plugin_set *set, const char *server_name);
 
+/* Where the host service complete() delivers finished slices.  Set before
+ * any slice is submitted; plugins' threads read it without a lock. */
+void tern_plugins_set_completion(tern_plugin_set *set, void (*complete)(tern_slice *slice));
+
 /* Optional operations: a member the plugin's struct_size does not cover, or
  * NULL, means "not supported" (the core then answers TERN_ERR_NOT_SUPPORTED). */
 #define TERN_PLUGIN_HAS_OP(p, member)                                              \

@@ -6,6 +6,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#define TERN_STR_(x) #x
+#define TERN_STR(x) TERN_STR_(x)
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -218,7 +220,7 @@ Test(loader, wrong_magic)
 Test(loader, older_abi_major)
 {
     expect_outcome("oldmajor", TERN_LOAD_ABI_MISMATCH,
-                   "built for transport ABI major 0 (0.0), this tern supports major 1");
+                   "built for transport ABI major 0 (0." TERN_STR(TERN_TRANSPORT_ABI_MINOR) "), this tern supports major 1");
 }
 
 Test(loader, truncated_struct)

@@ -35,6 +35,9 @@ typedef enum tern_err {
     TERN_ERR_CANCELED = -18,      /* the operation was canceled */
     TERN_ERR_RANGE = -19,         /* an address is outside registered memory */
     TERN_ERR_CLOSED = -20,        /* the peer or the engine went away */
+    TERN_ERR_UNREACHABLE = -21,   /* this transport cannot reach that peer at all
+                                     (another host, namespace or fabric): the
+                                     core tries the next common transport */
 } tern_err;
 
 /* A short, static, never-NULL name for a code ("TERN_ERR_INVAL"). */

@@ -23,8 +23,16 @@
  *
  * Threading: init/fini are called once, from one thread.  All other
  * operations may be called concurrently from several threads (the core's
- * batch submitters and one progress thread per transport calling poll());
- * a plugin that needs serialisation does it itself.
+ * batch submitters, and for a plugin that uses poll() one progress thread
+ * per transport calling it); a plugin that needs serialisation does it
+ * itself.
+ *
+ * Completions (ABI 1.1): a plugin hands each finished slice back exactly
+ * once, either through the host service complete() (from any of its
+ * threads, or from inside submit(); the core needs no thread of its own)
+ * or, the 1.0 way, by returning it from poll().  A plugin built for 1.1 or
+ * later may leave poll NULL and must then use complete(); a 1.0 plugin
+ * (struct_size of the 1.0 layout, abi_minor 0) keeps working through poll.
  *
  * Errors: negative tern_err codes.  Operations that take `err, errlen`
  * write a NUL-terminated message that names what failed and what to check
@@ -45,7 +53,7 @@ extern "C" {
 
 #define TERN_TRANSPORT_MAGIC 0x5452504E5245545FULL /* "_TERNPRT" */
 #define TERN_TRANSPORT_ABI_MAJOR 1
-#define TERN_TRANSPORT_ABI_MINOR 0
+#define TERN_TRANSPORT_ABI_MINOR 1
 #define TERN_TRANSPORT_SYMBOL "tern_transport_v1"
 /* Use in the plugin: TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {...}; */
 #define TERN_TRANSPORT_EXPORT __attribute__((visibility("default")))
@@ -76,6 +84,7 @@ enum { TERN_LOG_ERROR = 0, TERN_LOG_WARN = 1, TERN_LOG_INFO = 2, TERN_LOG_DEBUG 
  * the transport's fields in the handshake descriptor (qp_num, local_lid,
  * local_gid, efa_addr, ...).  Unknown keys are ignored by readers. */
 typedef struct tern_desc tern_desc;
+typedef struct tern_slice tern_slice;
 
 /* ---- YAML options a transport accepts ---------------------------------------
  * The core validates the transport's entry in the YAML file against this
@@ -148,6 +157,14 @@ typedef struct tern_host_services {
      * or TERN_ERR_NOT_SUPPORTED when no secret is configured (any other
      * error: treat authentication as on and failing). */
     int (*auth_mac)(void *host, const void *msg, size_t len, uint8_t out[32]);
+
+    /* ---- ABI 1.1 ---- */
+    /* Hand back a finished slice (status and transferred set) from any
+     * thread, exactly once per accepted slice.  The core may resubmit the
+     * slice (on another endpoint) before complete() returns, so the plugin
+     * must not touch it afterwards.  Never call it with a lock held that
+     * submit() also takes. */
+    void (*complete)(void *host, tern_slice *slice);
 } tern_host_services;
 
 /* ---- devices ------------------------------------------------------------- */
@@ -186,8 +203,9 @@ typedef struct tern_ep_params {
 
 /* ---- slices ---------------------------------------------------------------
  * The unit of work the core hands to a transport.  Core-allocated; the
- * plugin must not free it and must return it exactly once through poll(). */
-typedef struct tern_slice {
+ * plugin must not free it and must return it exactly once, through the host
+ * service complete() or through poll(). */
+struct tern_slice {
     uint32_t struct_size;
     int opcode;                /* TERN_READ or TERN_WRITE (tern.h values) */
     void *local;               /* local address */
@@ -201,7 +219,7 @@ typedef struct tern_slice {
     void *plugin[4];           /* scratch for the plugin while it owns it */
     void *core;                /* core bookkeeping: do not touch */
     char errmsg[128];          /* optional reason on failure, set by plugin */
-} tern_slice;
+};
 
 /* ---- the transport --------------------------------------------------------- */
 typedef struct tern_transport {
@@ -243,7 +261,8 @@ typedef struct tern_transport {
     int (*ep_open)(void *ctx, const tern_ep_params *params, void **ep,
                    char *err, size_t errlen);
     /* Write this endpoint's handshake fields (qp_num, local_lid, local_gid,
-     * efa_addr, ...).  Not called for transports without TERN_CAP_HANDSHAKE. */
+     * efa_addr, ...).  Not called for transports without TERN_CAP_HANDSHAKE,
+     * which may leave it NULL. */
     int (*ep_describe)(void *ep, tern_desc *out);
     /* Bring the endpoint up with the peer's handshake fields (NULL for
      * transports without TERN_CAP_HANDSHAKE).  On failure, the message goes
@@ -254,10 +273,15 @@ typedef struct tern_transport {
 
     /* Start n slices on an endpoint.  Returns the number accepted (the rest
      * are resubmitted later by the core) or an error, in which case none
-     * were accepted. Each accepted slice comes back through poll(). */
+     * were accepted.  Each accepted slice comes back exactly once, through
+     * complete() or poll().  TERN_ERR_UNREACHABLE (here, from ep_open or
+     * from ep_connect) says this transport can never reach this peer: the
+     * core then moves the peer to the next transport both sides share. */
     int (*submit)(void *ep, tern_slice *const *slices, int n);
     /* Return up to max finished slices (status set); wait up to timeout_ms
-     * when none is ready.  Returns the count (0 on timeout) or an error. */
+     * when none is ready.  Returns the count (0 on timeout) or an error.
+     * May be NULL in a plugin built for ABI 1.1 or later that hands slices
+     * back through the host service complete() instead. */
     int (*poll)(void *ctx, tern_slice **done, int max, int timeout_ms);
 
     /* ---- optional (v1.0): may be NULL ---- */
