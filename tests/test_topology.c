@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "desc.h"
+#include "datapath/route.h"
 #include "topology.h"
 
 #define FIX TERN_TEST_DIR "/fixtures/sysfs/"

@@ -1,0 +1,111 @@
+/* core/datapath/queue.c: see queue.h. */
+#include "queue.h"
+
+#include <time.h>
+
+#include "util.h"
+
+int tern_dpq_init(struct tern_dp *dp, tern_engine *e)
+{
+    dp->e = e;
+    pthread_mutex_init(&dp->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&dp->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc ? TERN_ERR_NOMEM : 0;
+}
+
+void tern_dpq_fini(struct tern_dp *dp)
+{
+    pthread_mutex_destroy(&dp->lock);
+    pthread_cond_destroy(&dp->cond);
+}
+
+void tern_dpq_push(struct tern_dp *dp, tern_cslice *cs, uint64_t due_ms)
+{
+    cs->due_ms = due_ms;
+    pthread_mutex_lock(&dp->lock);
+    if (dp->stop) { /* the engine is going: nobody would take it */
+        pthread_mutex_unlock(&dp->lock);
+        tern_cslice_fail(cs, TERN_ERR_CLOSED, "engine destroyed");
+        return;
+    }
+    tern_cslice **pp = &dp->head;
+    while (*pp && (*pp)->due_ms <= due_ms)
+        pp = &(*pp)->next;
+    cs->next = *pp;
+    *pp = cs;
+    if (dp->head == cs)
+        pthread_cond_signal(&dp->cond); /* a new earliest: one waiter re-arms */
+    pthread_mutex_unlock(&dp->lock);
+}
+
+static void abstime_in(struct timespec *ts, uint64_t ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
+{
+    uint64_t until = tern_now_ms() + (uint64_t)wait_ms;
+    pthread_mutex_lock(&dp->lock);
+    tern_cslice *cs = NULL;
+    while (!dp->stop) {
+        uint64_t now = tern_now_ms();
+        if (dp->head && dp->head->due_ms <= now) {
+            cs = dp->head;
+            dp->head = cs->next;
+            cs->next = NULL;
+            if (dp->head && dp->head->due_ms <= now)
+                pthread_cond_signal(&dp->cond); /* more ready: another worker */
+            break;
+        }
+        if (now >= until || dp->kicked) {
+            dp->kicked = 0; /* the caller reaps before it waits again */
+            break;
+        }
+        uint64_t wake = until;
+        if (dp->head && dp->head->due_ms < wake)
+            wake = dp->head->due_ms;
+        struct timespec ts;
+        abstime_in(&ts, wake - now);
+        pthread_cond_timedwait(&dp->cond, &dp->lock, &ts);
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return cs;
+}
+
+tern_cslice *tern_dpq_stop(struct tern_dp *dp)
+{
+    pthread_mutex_lock(&dp->lock);
+    dp->stop = 1;
+    tern_cslice *list = dp->head;
+    dp->head = NULL;
+    pthread_cond_broadcast(&dp->cond);
+    pthread_mutex_unlock(&dp->lock);
+    return list;
+}
+
+int tern_dpq_stopped(struct tern_dp *dp)
+{
+    pthread_mutex_lock(&dp->lock);
+    int stop = dp->stop;
+    pthread_mutex_unlock(&dp->lock);
+    return stop;
+}
+
+void tern_dpq_kick(struct tern_dp *dp)
+{
+    pthread_mutex_lock(&dp->lock);
+    dp->kicked = 1;
+    pthread_cond_signal(&dp->cond);
+    pthread_mutex_unlock(&dp->lock);
+}
