@@ -99,24 +99,23 @@ static void drop_endpoints(tern_segments *t, const char *name)
             tern_epstore_remove_peer(t->xports[i].eps, name);
 }
 
-static void sleep_ms(uint64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns, char *err,
-                         size_t errlen)
+int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
+                         uint64_t *later_ms, char *err, size_t errlen)
 {
     pthread_mutex_lock(&s->heal_lock);
     if (since_ns && s->last_fetch_ns > since_ns) { /* fresh enough already */
         pthread_mutex_unlock(&s->heal_lock);
         return 0;
     }
-    uint64_t ms = (tern_now_ns() - s->last_fetch_ns) / 1000000u;
-    if (s->last_fetch_ns && ms < TERN_REFETCH_MIN_MS)
-        sleep_ms(TERN_REFETCH_MIN_MS - ms); /* the rate limit */
-    s->last_fetch_ns = tern_now_ns();
+    uint64_t now = tern_now_ns();
+    uint64_t next = s->last_fetch_ns + (uint64_t)TERN_REFETCH_MIN_MS * 1000000u;
+    if (s->last_fetch_ns && now < next) { /* the rate limit: come back then */
+        pthread_mutex_unlock(&s->heal_lock);
+        if (later_ms)
+            *later_ms = tern_now_ms() + (next - now) / 1000000u + 1;
+        return TERN_REFETCH_LATER;
+    }
+    s->last_fetch_ns = now;
     tern_segment_desc *d = NULL;
     int rc = fetch_desc(t, s->name, &d, err, errlen);
     if (rc) {
@@ -176,15 +175,29 @@ int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char 
     return 0;
 }
 
-void tern_segment_failed(tern_segment *s)
+uint64_t tern_segment_failed(tern_segment *s, int code, const char *why)
 {
     uint64_t now = tern_now_ms();
     if (atomic_load(&s->retry_at_ms) > now)
-        return; /* slices of the same failed attempt: one step of backoff */
+        return atomic_load(&s->fail_epoch); /* the same attempt: one step of backoff */
     int n = atomic_fetch_add(&s->fails, 1);
     uint64_t wait = (uint64_t)TERN_BACKOFF_MIN_MS << (n < 8 ? n : 8);
     wait = wait > TERN_BACKOFF_MAX_MS ? TERN_BACKOFF_MAX_MS : wait;
+    pthread_mutex_lock(&s->park_lock);
+    s->fail_code = code;
+    tern_strlcpy(s->fail_why, why ? why : "", sizeof s->fail_why);
+    pthread_mutex_unlock(&s->park_lock);
     atomic_store(&s->retry_at_ms, now + wait);
+    return atomic_fetch_add(&s->fail_epoch, 1) + 1;
+}
+
+int tern_segment_fail_reason(tern_segment *s, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&s->park_lock);
+    int code = s->fail_code;
+    tern_strlcpy(why, s->fail_why, whylen);
+    pthread_mutex_unlock(&s->park_lock);
+    return code ? code : TERN_ERR_CONNECT;
 }
 
 void tern_segment_ok(tern_segment *s)

@@ -51,6 +51,10 @@ typedef struct tern_segment {
     int connecting;               /* a worker is connecting to the peer */
     struct tern_cslice *parked;   /* slices waiting for that connect's outcome */
     _Atomic int fails;            /* consecutive failed attempts */
+    _Atomic uint64_t fail_epoch;  /* failed attempts (one per backoff window): a
+                                     slice that waited meanwhile shares them */
+    int fail_code;                /* the last one's code and reason (park_lock) */
+    char fail_why[256];
     _Atomic uint64_t retry_at_ms; /* no new attempt before (0: now) */
 } tern_segment;
 
@@ -82,20 +86,24 @@ const char *tern_segments_transport(tern_segments *t, tern_segment *s);
 tern_desc *tern_segments_peer_blob(tern_segments *t, const char *peer, const char *xname);
 
 /* Fetch the descriptor again unless a fetch started after since_ns
- * (tern_now_ns)
- * (0: always).  At most one fetch per TERN_REFETCH_MIN_MS per peer: a
- * caller inside that window sleeps until it passed (workers only).
- * Returns 1 when a newer generation was attached, 0 when it is unchanged
- * (or fresh enough), or an error with the reason in err. */
-int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns, char *err,
-                         size_t errlen);
+ * (tern_now_ns; 0: always).  At most one fetch per TERN_REFETCH_MIN_MS per
+ * peer: inside that window it fetches nothing and returns
+ * TERN_REFETCH_LATER with the time to come back in *later_ms.  Else 1 when
+ * a newer generation was attached, 0 when it is unchanged (or fresh
+ * enough), or an error with the reason in err. */
+#define TERN_REFETCH_LATER 2
+int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
+                         uint64_t *later_ms, char *err, size_t errlen);
 /* Transport xport said TERN_ERR_UNREACHABLE for s: negotiate again without
  * it.  0 when another transport took over (logged once), else
  * TERN_ERR_NO_TRANSPORT with the reason. */
 int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char *err,
                              size_t errlen);
-/* Backoff: a failed attempt pushes the next one out; a success resets. */
-void tern_segment_failed(tern_segment *s);
+/* Backoff: a failed attempt pushes the next one out (once per window) and
+ * returns the failure epoch; a success resets the backoff. */
+uint64_t tern_segment_failed(tern_segment *s, int code, const char *why);
+/* The last failure's code and reason, for slices that shared it. */
+int tern_segment_fail_reason(tern_segment *s, char *why, size_t whylen);
 void tern_segment_ok(tern_segment *s);
 
 #endif

@@ -15,6 +15,7 @@
 static void done_ok(tern_cslice *cs)
 {
     tern_batch *b = cs->b;
+    struct tern_dp *dp = b->e->dp; /* b may be freed once its lock is released */
     tern_segment_ok(cs->seg);
     tern_xport_device_ok(cs->x, cs->local_dev);
     pthread_mutex_lock(&b->lock);
@@ -29,7 +30,7 @@ static void done_ok(tern_cslice *cs)
     int reap = tern_cslice_free_locked(cs);
     pthread_mutex_unlock(&b->lock);
     if (reap)
-        tern_dpq_kick(b->e->dp);
+        tern_dpq_kick(dp);
 }
 
 static void done_failed(tern_cslice *cs)
@@ -68,14 +69,16 @@ static void done_failed(tern_cslice *cs)
     case TERN_HEAL_RETRY:
         break;
     }
+    int peer = tern_heal_class(code) == TERN_HEAL_PEER;
+    if (peer) /* an attempt on the peer failed: back off, share it */
+        cs->epoch = tern_segment_failed(cs->seg, code, why);
     if (cs->attempt >= e->cfg->retries) {
         tern_cslice_fail(cs, code, why);
         return;
     }
     cs->attempt++;
     uint64_t due = now;
-    if (tern_heal_class(code) == TERN_HEAL_PEER) {
-        tern_segment_failed(cs->seg);
+    if (peer) {
         cs->refetch = 1;
         due = atomic_load(&cs->seg->retry_at_ms);
     }

@@ -95,6 +95,7 @@ static tern_cslice *cslice_new(tern_batch *b, size_t idx, tern_segment *seg, uin
     cs->seg = seg;
     cs->seg_gen = seg->gen; /* seg's lock is held by the caller */
     cs->desc_gen = seg->desc_gen;
+    cs->epoch = atomic_load(&seg->fail_epoch);
     cs->offset = off;
     cs->local_dev = -1;
     return cs;

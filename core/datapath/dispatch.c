@@ -82,6 +82,8 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
             tern_cslice_fail(cs, TERN_ERR_NO_TRANSPORT, why);
         return;
     }
+    if (h == TERN_HEAL_PEER) /* an attempt on the peer failed: back off, share it */
+        cs->epoch = tern_segment_failed(cs->seg, rc, err);
     if (h == TERN_HEAL_FATAL || h == TERN_HEAL_RANGE || cs->attempt >= e->cfg->retries) {
         tern_cslice_fail(cs, rc, err);
         return;
@@ -90,7 +92,6 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
     cs->failed_ns = tern_now_ns();
     uint64_t due = tern_now_ms();
     if (h == TERN_HEAL_PEER) {
-        tern_segment_failed(cs->seg);
         cs->refetch = 1;
         due = atomic_load(&cs->seg->retry_at_ms);
     }
@@ -104,6 +105,12 @@ static int route_connect(tern_engine *e, tern_cslice *cs, char *err, size_t errl
 {
     tern_segment *seg = cs->seg;
     pthread_mutex_lock(&seg->park_lock);
+    uint64_t at = atomic_load(&seg->retry_at_ms);
+    if (at > tern_now_ms()) { /* an attempt failed just now: wait for the backoff */
+        pthread_mutex_unlock(&seg->park_lock);
+        tern_dpq_push(e->dp, cs, at);
+        return TERN_ROUTE_CONNECT; /* handed on */
+    }
     if (seg->connecting) {
         cs->next = seg->parked;
         seg->parked = cs;
@@ -172,7 +179,12 @@ static void work_whole(tern_engine *e, tern_cslice *cs)
     tern_batch *b = cs->b;
     const tern_request *r = &b->reqs[cs->idx].r; /* fixed after submit */
     char why[768] = "", msg[1024] = "";
-    int rc = tern_segment_refetch(&e->segs, cs->seg, cs->failed_ns, why, sizeof why);
+    uint64_t later = 0;
+    int rc = tern_segment_refetch(&e->segs, cs->seg, cs->failed_ns, &later, why, sizeof why);
+    if (rc == TERN_REFETCH_LATER) {
+        tern_dpq_push(e->dp, cs, later);
+        return;
+    }
     if (rc >= 0)
         rc = tern_cut_check_remote(cs->seg, r, msg, sizeof msg);
     else
@@ -203,13 +215,20 @@ static void work_whole(tern_engine *e, tern_cslice *cs)
 }
 
 /* Refetch when a failure asked for it; a range refusal is retried only
- * against a newer descriptor.  0: go on routing; else cs was failed. */
+ * against a newer descriptor.  0: go on routing; else cs was handed on
+ * (failed, or queued until the refetch rate limit lets it fetch). */
 static int work_heal(tern_engine *e, tern_cslice *cs)
 {
     char why[768] = "";
     if (cs->refetch || cs->range) {
-        int rc = tern_segment_refetch(&e->segs, cs->seg, cs->failed_ns, why, sizeof why);
-        cs->refetch = 0;
+        uint64_t later = 0;
+        int rc = tern_segment_refetch(&e->segs, cs->seg, cs->failed_ns, &later, why,
+                                      sizeof why);
+        if (rc == TERN_REFETCH_LATER && cs->range) { /* a fetch after the refusal is needed */
+            tern_dpq_push(e->dp, cs, later);
+            return -1;
+        }
+        cs->refetch = 0; /* LATER: the descriptor is younger than the rate limit: go on */
         if (rc < 0 && rc != TERN_ERR_CLOSED)
             tern_log((void *)e->cfg, TERN_LOG_DEBUG, "%s", why);
     }
@@ -243,9 +262,33 @@ static int work_heal(tern_engine *e, tern_cslice *cs)
     return 0;
 }
 
+/* Attempts on the peer failed while cs waited (its backoff): each counts
+ * as one of cs's attempts too.  0: go on; else cs was failed. */
+static int shared_failures(tern_engine *e, tern_cslice *cs)
+{
+    uint64_t epoch = atomic_load(&cs->seg->fail_epoch);
+    if (epoch <= cs->epoch)
+        return 0;
+    uint64_t missed = epoch - cs->epoch;
+    cs->epoch = epoch;
+    if ((uint64_t)cs->attempt + missed <= (uint64_t)e->cfg->retries) {
+        cs->attempt += (int)missed;
+        cs->refetch = 1;
+        return 0;
+    }
+    char why[256], msg[512];
+    int code = tern_segment_fail_reason(cs->seg, why, sizeof why);
+    snprintf(msg, sizeof msg, "%s (attempts on the peer failed while this slice waited)", why);
+    cs->attempt = e->cfg->retries;
+    tern_cslice_fail(cs, code, msg);
+    return -1;
+}
+
 static void work(tern_engine *e, tern_cslice *cs)
 {
     if (tern_cslice_drop_if_ended(cs))
+        return;
+    if (!cs->whole && shared_failures(e, cs) != 0)
         return;
     if (cs->whole) {
         work_whole(e, cs);

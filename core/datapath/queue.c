@@ -23,6 +23,48 @@ void tern_dpq_fini(struct tern_dp *dp)
     pthread_cond_destroy(&dp->cond);
 }
 
+static void ready_append(struct tern_dp *dp, tern_cslice *cs)
+{
+    cs->next = NULL;
+    if (dp->ready_tail)
+        dp->ready_tail->next = cs;
+    else
+        dp->ready = cs;
+    dp->ready_tail = cs;
+}
+
+/* Into the sorted `later` list, searching from the tail. */
+static void later_insert(struct tern_dp *dp, tern_cslice *cs)
+{
+    tern_cslice *after = dp->later_tail;
+    while (after && after->due_ms > cs->due_ms)
+        after = after->prev;
+    cs->prev = after;
+    cs->next = after ? after->next : dp->later;
+    if (cs->next)
+        cs->next->prev = cs;
+    else
+        dp->later_tail = cs;
+    if (after)
+        after->next = cs;
+    else
+        dp->later = cs;
+}
+
+/* Move what came due from `later` to `ready` (lock held). */
+static void later_due(struct tern_dp *dp, uint64_t now)
+{
+    while (dp->later && dp->later->due_ms <= now) {
+        tern_cslice *cs = dp->later;
+        dp->later = cs->next;
+        if (dp->later)
+            dp->later->prev = NULL;
+        else
+            dp->later_tail = NULL;
+        ready_append(dp, cs);
+    }
+}
+
 void tern_dpq_push(struct tern_dp *dp, tern_cslice *cs, uint64_t due_ms)
 {
     cs->due_ms = due_ms;
@@ -32,13 +74,15 @@ void tern_dpq_push(struct tern_dp *dp, tern_cslice *cs, uint64_t due_ms)
         tern_cslice_fail(cs, TERN_ERR_CLOSED, "engine destroyed");
         return;
     }
-    tern_cslice **pp = &dp->head;
-    while (*pp && (*pp)->due_ms <= due_ms)
-        pp = &(*pp)->next;
-    cs->next = *pp;
-    *pp = cs;
-    if (dp->head == cs)
-        pthread_cond_signal(&dp->cond); /* a new earliest: one waiter re-arms */
+    int wake = 1;
+    if (due_ms <= tern_now_ms()) {
+        ready_append(dp, cs);
+    } else {
+        later_insert(dp, cs);
+        wake = dp->later == cs; /* a new earliest: a waiter re-arms its timer */
+    }
+    if (wake)
+        pthread_cond_signal(&dp->cond);
     pthread_mutex_unlock(&dp->lock);
 }
 
@@ -60,11 +104,14 @@ tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
     tern_cslice *cs = NULL;
     while (!dp->stop) {
         uint64_t now = tern_now_ms();
-        if (dp->head && dp->head->due_ms <= now) {
-            cs = dp->head;
-            dp->head = cs->next;
+        later_due(dp, now);
+        if (dp->ready) {
+            cs = dp->ready;
+            dp->ready = cs->next;
+            if (!dp->ready)
+                dp->ready_tail = NULL;
             cs->next = NULL;
-            if (dp->head && dp->head->due_ms <= now)
+            if (dp->ready)
                 pthread_cond_signal(&dp->cond); /* more ready: another worker */
             break;
         }
@@ -73,8 +120,8 @@ tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
             break;
         }
         uint64_t wake = until;
-        if (dp->head && dp->head->due_ms < wake)
-            wake = dp->head->due_ms;
+        if (dp->later && dp->later->due_ms < wake)
+            wake = dp->later->due_ms;
         struct timespec ts;
         abstime_in(&ts, wake - now);
         pthread_cond_timedwait(&dp->cond, &dp->lock, &ts);
@@ -87,8 +134,12 @@ tern_cslice *tern_dpq_stop(struct tern_dp *dp)
 {
     pthread_mutex_lock(&dp->lock);
     dp->stop = 1;
-    tern_cslice *list = dp->head;
-    dp->head = NULL;
+    if (dp->ready_tail) { /* one list: ready, then later */
+        dp->ready_tail->next = dp->later;
+        dp->later = dp->ready;
+    }
+    tern_cslice *list = dp->later;
+    dp->ready = dp->ready_tail = dp->later = dp->later_tail = NULL;
     pthread_cond_broadcast(&dp->cond);
     pthread_mutex_unlock(&dp->lock);
     return list;

@@ -20,7 +20,9 @@ struct tern_dp {
     tern_engine *e;
     pthread_mutex_t lock;
     pthread_cond_t cond;      /* CLOCK_MONOTONIC */
-    tern_cslice *head;        /* sorted by due_ms */
+    tern_cslice *ready, *ready_tail; /* due: FIFO */
+    tern_cslice *later, *later_tail; /* not yet due: sorted by due_ms, doubly
+                                        linked (most pushes land at the tail) */
     int stop;
     int kicked;               /* a worker should reap released endpoints now */
     int nworkers;

@@ -48,6 +48,7 @@ typedef struct tern_cslice {
     int range;             /* the target refused the range: retry only on a newer
                               descriptor that covers it */
     int unreach;           /* the transport said TERN_ERR_UNREACHABLE */
+    uint64_t epoch;        /* the peer's failure epoch this slice has counted */
     uint64_t failed_ns;    /* when the last attempt failed (a refetch that
                               started later is fresh enough) */
     uint64_t due_ms;       /* queued: not before this */
@@ -55,7 +56,7 @@ typedef struct tern_cslice {
     tern_ep_ref *ref;      /* endpoint held while the transport owns it */
     int local_dev;
     char peer_nic_path[320];
-    struct tern_cslice *next;
+    struct tern_cslice *next, *prev; /* queue links */
 } tern_cslice;
 
 /* What a failure code means for healing (docs/architecture.md, Healing). */
