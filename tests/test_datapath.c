@@ -309,3 +309,35 @@ Test(datapath, timeout_and_free_refused_while_in_flight)
     node_down(&a);
     node_down(&b);
 }
+
+/* The application thread never connects: while a connect to a slow peer
+ * runs on a worker (hsloop's ep_open sleeps 3 s here), a request to
+ * another peer completes, and the slow one is still pending then. */
+Test(datapath, slow_peer_does_not_block_a_submit_to_another)
+{
+    char t[1024], hs[512], u[512];
+    snprintf(t, sizeof t, "%s  - name: memcpy\n",
+             entry(hs, sizeof hs, "hsloop", TERN_HSLOOP_PATH, "    open_delay_ms: 3000\n"));
+    node a, slow, fast;
+    node_up(&a, t, 2);
+    node_up(&slow, entry(u, sizeof u, "hsloop", TERN_HSLOOP_PATH, NULL), 2);
+    node_up(&fast, "  - name: memcpy\n", 2);
+    link_to(&a, &slow);
+    tern_segment_id to_slow = a.peer;
+    link_to(&a, &fast);
+    tern_request rs = {.opcode = TERN_WRITE, .local = a.buf, .segment = to_slow,
+                       .remote = (uintptr_t)slow.buf, .length = 4096};
+    tern_batch *bs = tern_batch_alloc(a.e, 1);
+    cr_assert_eq(tern_batch_submit(bs, &rs, 1), 1);
+    char why[1024] = "";
+    cr_assert_eq(run(&a, &fast, TERN_WRITE, 8192, 4096, why, sizeof why).status, TERN_COMPLETED,
+                 "%s", why);
+    tern_request_state st;
+    cr_assert_eq(tern_batch_state(bs, 0, &st), 0);
+    cr_assert_eq(st.status, TERN_PENDING, "the slow peer's connect is still running");
+    cr_assert_eq(tern_batch_wait(bs, 30000), 0, "%s", tern_engine_last_error(a.e));
+    cr_assert_eq(tern_batch_free(bs), 0);
+    node_down(&a);
+    node_down(&slow);
+    node_down(&fast);
+}

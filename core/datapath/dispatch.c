@@ -24,12 +24,29 @@ static void sleep_us(long us)
     nanosleep(&ts, NULL);
 }
 
-/* n routed slices of one endpoint; each is handed to the transport or
- * completed as refused. */
-static void submit_group(tern_xport *x, void *ep, tern_cslice **cs, int n)
+#define APP_FULL_SPIN_US 1000 /* the application thread waits this long for a full
+                                 transport queue, then leaves the rest to a worker */
+
+/* Route again later (a worker): the slice gives its endpoint back. */
+static void requeue(tern_engine *e, tern_cslice *cs)
+{
+    if (cs->ref) {
+        tern_epstore_release(cs->x->eps, cs->ref);
+        cs->ref = NULL;
+    }
+    cs->s.ep = NULL;
+    tern_dpq_push(e->dp, cs, 0);
+}
+
+/* n routed slices of one endpoint; each is handed to the transport,
+ * completed as refused, or (application thread, transport queue full for
+ * long) left to a worker, so one saturated peer does not hold a submit to
+ * another for long. */
+static void submit_group(tern_engine *e, tern_xport *x, void *ep, tern_cslice **cs, int n,
+                         int worker)
 {
     tern_slice *arr[256];
-    int done = 0;
+    int done = 0, spun_us = 0;
     while (done < n) {
         int k = n - done < 256 ? n - done : 256;
         for (int i = 0; i < k; i++)
@@ -43,8 +60,15 @@ static void submit_group(tern_xport *x, void *ep, tern_cslice **cs, int n)
                 tern_cslice_done(cs[done + i]);
             }
             rc = k;
+        } else if (rc == 0 && !worker && spun_us >= APP_FULL_SPIN_US) {
+            for (int i = done; i < n; i++)
+                requeue(e, cs[i]);
+            return;
         } else if (rc == 0) {
             sleep_us(50); /* the transport's queue is full: it drains on its own */
+            spun_us += 50;
+        } else {
+            spun_us = 0;
         }
         done += rc;
     }
@@ -165,7 +189,7 @@ void tern_dispatch(tern_engine *e, tern_cslice **v, size_t n, int connect)
         size_t j = i + 1;
         while (j < ready && v[j]->x == v[i]->x && v[j]->s.ep == v[i]->s.ep)
             j++;
-        submit_group(v[i]->x, v[i]->s.ep, &v[i], (int)(j - i));
+        submit_group(e, v[i]->x, v[i]->s.ep, &v[i], (int)(j - i), connect);
         i = j;
     }
 }
