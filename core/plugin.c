@@ -805,7 +805,7 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
         tern_plugin *p = &set->plugins[i];
         const char *name = cfg->transports[i].name;
         if (!name || !name[0] || strchr(name, '/') || strlen(name) >= TERN_NAME_MAX) {
-            /* config.c refuses these; the loader must not build paths from them */
+            /* the configuration loader refuses these; never build paths from them */
             p->outcome = TERN_LOAD_NOT_FOUND;
             bounded_fmt(p->message, sizeof p->message, "transports[%zu]: invalid name '%.64s'", i,
                      name ? name : "");
@@ -818,7 +818,7 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
             continue;
         }
         /* A YAML mistake is the user's to fix, required or not: never let it
-         * silently drop a transport (issue 2: "never silently ignored"). */
+         * silently drop a transport. */
         if (p->required || p->outcome == TERN_LOAD_BAD_OPTION) {
             for (size_t j = i + 1; j < set->n; j++)
                 bounded_fmt(set->plugins[j].message, sizeof set->plugins[j].message,

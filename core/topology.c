@@ -501,7 +501,7 @@ int tern_topology_restrict(tern_topology *t, const char *const *allow, size_t na
     if (left == 0)
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "topology: the device allow-list keeps none of the matrix's devices "
-                         "(first allowed name is '%s'); check device_allow",
+                         "(first allowed name is '%s'); check the configuration's devices: list",
                          allow[0] ? allow[0] : "");
     return 0;
 }
