@@ -27,6 +27,7 @@
 
 #include "auth.h"
 #include "desc.h"
+#include "fileio.h"
 #include "util.h"
 
 typedef void (*tern_logfn)(void *, int, const char *, ...);
@@ -591,6 +592,9 @@ static tern_load_outcome check_symbol(tern_plugin *p, const tern_transport *t, s
 /* dlopen + dlsym + check_symbol.  On success p->dl and p->ops are set. */
 static tern_load_outcome plugin_open(tern_plugin *p)
 {
+    char why[768];
+    if (tern_file_check_regular(p->path, why, sizeof why) < 0) /* a FIFO would block dlopen */
+        return FAIL(p, TERN_LOAD_DLOPEN, "transport '%s': %s", p->name, why);
     dlerror();
     void *dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {

@@ -54,6 +54,10 @@ if(TARGET tern-info)
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_tern_info.sh
                    ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(test_tern_info PROPERTIES TIMEOUT 120)
+  # docs/configuration.md's key table is tern-info --schema-markdown's output.
+  add_test(NAME test_config_doc
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_config_doc.sh
+                   ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   add_test(NAME test_install
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_install.sh
                    ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})

@@ -110,7 +110,8 @@ typedef struct cfg_key {
                                  a scalar is replaced, a list (':'-separated)
                                  goes in front */
     unsigned env_bit;         /* TERN_CFG_ENV_* */
-    const char *doc_type;     /* the type column of the reference table */
+    const char *doc_type;     /* the type column of the reference table (NULL:
+                                 from the type, e.g. "integer", "`a` | `b`") */
 } cfg_key;
 
 extern const cfg_key cfg_keys[];

@@ -4,6 +4,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strdup (CMake also sets it) */
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,17 +131,39 @@ static const char *type_name(tern_opt_type t)
     return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "unknown";
 }
 
+/* The type column of the reference table. */
+static void doc_type(const cfg_key *k, char *buf, size_t len)
+{
+    size_t o = 0;
+    if (k->doc_type) {
+        snprintf(buf, len, "%s", k->doc_type);
+        return;
+    }
+    switch (k->opt.type) {
+    case TERN_OPT_INT: snprintf(buf, len, "integer"); return;
+    case TERN_OPT_SIZE: snprintf(buf, len, "size"); return;
+    case TERN_OPT_BOOL: snprintf(buf, len, "boolean"); return;
+    case TERN_OPT_CHOICE:
+        buf[0] = '\0';
+        for (size_t i = 0; k->opt.choices[i] && o < len; i++)
+            o += (size_t)snprintf(buf + o, len - o, "%s`%s`", i ? " | " : "", k->opt.choices[i]);
+        return;
+    default: snprintf(buf, len, "%s", type_name(k->opt.type)); return;
+    }
+}
+
 json_object *tern_config_schema_json(void)
 {
     json_object *a = json_object_new_array();
     for (size_t i = 0; a && i < cfg_nkeys; i++) {
         const cfg_key *k = &cfg_keys[i];
         json_object *j = json_object_new_object();
-        char what[512];
+        char what[512], dtype[256];
         cfg_option_what(&k->opt, k, what, sizeof what);
+        doc_type(k, dtype, sizeof dtype);
         json_object_object_add(j, "key", json_object_new_string(k->opt.key));
         json_object_object_add(j, "type", json_object_new_string(type_name(k->opt.type)));
-        json_object_object_add(j, "doc_type", json_str_or_null(k->doc_type));
+        json_object_object_add(j, "doc_type", json_object_new_string(dtype));
         json_object_object_add(j, "accepts", json_object_new_string(what));
         if (k->opt.type == TERN_OPT_INT || k->opt.type == TERN_OPT_SIZE ||
             (k->flags & CFGK_CUSTOM)) {

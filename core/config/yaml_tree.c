@@ -292,6 +292,10 @@ static int builder_yaml_error(builder *b, const yaml_parser_t *p)
                  p->context, p->context_mark.line + 1, p->context_mark.column + 1);
     else
         snprintf(what, sizeof what, "%s", p->problem ? p->problem : "an error");
+    if (p->error != YAML_READER_ERROR && m.index < b->c->inlen &&
+        b->c->input[m.index] == '\t' && !strstr(what, "tab"))
+        return builder_err(b, m, "expected spaces (YAML does not allow a tab character here), "
+                                 "got a tab character: %s", what);
     return builder_err(b, m, "expected valid YAML, got %s", what);
 }
 
