@@ -31,6 +31,7 @@ tern_test_plugin(nodevice nodevice "" TP_NO_DEVICE)
 tern_test_plugin(zerodev zerodev "" TP_ZERO_DEVICES)
 tern_test_plugin(nosym nosym "" TP_NO_SYMBOL)
 tern_test_plugin(wrongname other "")
+tern_test_plugin(strerror strerror "" TP_CALL_STRERROR)
 tern_test_plugin(order order order_a TP_VERSION="A")
 tern_test_plugin(order order order_b TP_VERSION="B")
 
