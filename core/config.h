@@ -76,9 +76,6 @@ int tern_config_load_yaml(const char *yaml, const char *origin, tern_config **ou
                           char *err, size_t errlen);
 void tern_config_free(tern_config *cfg);
 
-/* "<configured host>:0" into out (a free port on the same host). */
-void tern_config_ephemeral_name(const tern_config *cfg, char *out, size_t outlen);
-
 /* Replace server_name (validated like the YAML key). */
 int tern_config_set_server_name(tern_config *cfg, const char *name, char *err, size_t errlen);
 

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ephemeral_name.h"
 #include "tern/tern.h"
 
 typedef struct opts {
@@ -194,7 +195,8 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 /* ---- engine with an optional server_name override ------------------------- */
 
-/* "<configured host>:0" from the resolved configuration. */
+/* "<configured host>:0" from the resolved configuration (the file is read
+ * through the library, so $TERN_CONFIG and the embedded default apply). */
 static int ephemeral_name(const char *config, char *out, size_t outlen, char *err,
                           size_t errlen)
 {
@@ -208,9 +210,7 @@ static int ephemeral_name(const char *config, char *out, size_t outlen, char *er
     if (json_object_object_get_ex(o, "config", &cfg) &&
         json_object_object_get_ex(cfg, "server_name", &sn))
         name = json_object_get_string(sn);
-    const char *colon = strrchr(name, ':');
-    int hl = colon ? (int)(colon - name) : (int)strlen(name);
-    snprintf(out, outlen, "%.*s:0", hl, name); /* keeps "[v6]" brackets */
+    tool_ephemeral_name(name, out, outlen);
     json_object_put(o);
     return 0;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ephemeral_name.h"
 #include "tern/tern.h"
 
 typedef struct info_opts {
@@ -147,22 +148,13 @@ typedef struct peer_result {
     char error[1024];
 } peer_result;
 
-/* "<configured host>:0": the engine runs beside one holding the port. */
-static void ephemeral_name(const char *server_name, char *out, size_t outlen)
-{
-    const char *sn = server_name ? server_name : "127.0.0.1:12001";
-    const char *colon = strrchr(sn, ':');
-    int hl = colon ? (int)(colon - sn) : (int)strlen(sn);
-    snprintf(out, outlen, "%.*s:0", hl, sn); /* keeps "[v6]" brackets */
-}
-
 /* Each peer is opened through the real metadata backend and negotiation.
  * Returns how many failed. */
 static int probe_peers(const info_opts *o, const char *server_name, peer_result *res)
 {
     char name[300], err[1024] = "";
     int failed = 0;
-    ephemeral_name(server_name, name, sizeof name);
+    tool_ephemeral_name(server_name, name, sizeof name);
     tern_engine *e = tern_engine_create_as(o->config, name, err, sizeof err);
     for (int i = 0; i < o->npeers; i++) {
         res[i].name = o->peers[i];

@@ -343,16 +343,6 @@ void tern_config_free(tern_config *cfg)
 }
 
 /* ---- server name ---------------------------------------------------------------- */
-/* "<configured host>:0": a free port on the same host, for a second engine
- * beside one that holds the configured port. */
-void tern_config_ephemeral_name(const tern_config *cfg, char *out, size_t outlen)
-{
-    const char *sn = cfg && cfg->server_name ? cfg->server_name : "127.0.0.1:12001";
-    const char *colon = strrchr(sn, ':');
-    size_t hl = colon ? (size_t)(colon - sn) : strlen(sn);
-    snprintf(out, outlen, "%.*s:0", (int)hl, sn); /* keeps "[v6]" brackets */
-}
-
 /* An override of server_name from a program (tern_engine_create_as),
  * checked by the same table entry as the YAML key. */
 int tern_config_set_server_name(tern_config *cfg, const char *name, char *err, size_t errlen)
