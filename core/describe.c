@@ -19,8 +19,6 @@
 #include "topology_load.h"
 #include "util.h"
 
-#define TERN_EXPORT __attribute__((visibility("default")))
-
 typedef struct describe_log {
     int max;
 } describe_log;

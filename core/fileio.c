@@ -66,8 +66,8 @@ int tern_file_check_regular(const char *path, char *err, size_t errlen)
     return 0;
 }
 
-/* Read up to max + 1 bytes: one more than allowed tells "too large" even
- * when st_size lied (files under /proc report 0). */
+/* Read up to max + 1 bytes: one more than allowed tells "too large".
+ * st_size cannot decide it: files under /proc report 0, sysfs ones 4096. */
 static int read_up_to(int fd, char *buf, size_t max, size_t *n)
 {
     *n = 0;
@@ -91,12 +91,6 @@ int tern_file_read_capped(const char *path, size_t max, char **data, size_t *len
     int fd = open_regular(path, &st, err, errlen);
     if (fd < 0)
         return fd;
-    if (st.st_size > 0 && (unsigned long long)st.st_size > max) {
-        close(fd);
-        return tern_errf(err, errlen, TERN_ERR_CONFIG,
-                         "%s: cannot read: %lld bytes, more than the limit of %zu", path,
-                         (long long)st.st_size, max);
-    }
     char *buf = malloc(max + 2);
     if (!buf) {
         close(fd);
@@ -110,6 +104,11 @@ int tern_file_read_capped(const char *path, size_t max, char **data, size_t *len
         if (rc < 0)
             return tern_errf(err, errlen, TERN_ERR_IO, "%s: cannot read: %s", path,
                              strerror(-rc));
+        /* st_size is only for the message: sysfs files all claim 4096 */
+        if ((unsigned long long)st.st_size > max)
+            return tern_errf(err, errlen, TERN_ERR_CONFIG,
+                             "%s: cannot read: %lld bytes, more than the limit of %zu", path,
+                             (long long)st.st_size, max);
         return tern_errf(err, errlen, TERN_ERR_CONFIG,
                          "%s: cannot read: more than the limit of %zu bytes", path, max);
     }

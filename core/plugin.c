@@ -636,12 +636,12 @@ static int read_numa_node(const char *root, const char *rel)
     if (!rel[0])
         return -1;
     bounded_fmt(path, sizeof path, "%s/%s/numa_node", root, rel);
-    FILE *f = fopen(path, "r");
+    char *text = NULL; /* under the configured sysfs root: never block on it */
     int node = -1;
-    if (f) {
-        if (fscanf(f, "%d", &node) != 1)
+    if (tern_file_read_capped(path, 32, &text, NULL, NULL, 0) == 0) {
+        if (sscanf(text, "%d", &node) != 1)
             node = -1;
-        fclose(f);
+        free(text);
     }
     return node < -1 ? -1 : node;
 }

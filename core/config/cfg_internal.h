@@ -110,6 +110,7 @@ typedef struct cfg_key {
                                  a scalar is replaced, a list (':'-separated)
                                  goes in front */
     unsigned env_bit;         /* TERN_CFG_ENV_* */
+    size_t env_count_off;     /* list with env: how many items it put in front */
     const char *doc_type;     /* the type column of the reference table (NULL:
                                  from the type, e.g. "integer", "`a` | `b`") */
 } cfg_key;

@@ -108,7 +108,8 @@ json_object *tern_config_json(const tern_config *cfg)
             json_object_object_add(env, k->env,
                                    json_strv(*(char **const *)(const void *)((const char *)cfg +
                                                                              k->off),
-                                             cfg->nplugin_path_env));
+                                             *(const size_t *)(const void *)((const char *)cfg +
+                                                                             k->env_count_off)));
         else
             json_object_object_add(env, k->env,
                                    json_object_new_boolean(cfg->env_overrides & k->env_bit));

@@ -206,7 +206,7 @@ static int env_prepend(cfgctx *c, tern_config *cfg, const cfg_key *k, const char
     free(*list);
     *list = dirs;
     *count += got;
-    cfg->nplugin_path_env = got; /* the one list key with a variable */
+    *(size_t *)(void *)((char *)cfg + k->env_count_off) = got;
     cfg->env_overrides |= k->env_bit;
     return 0;
 }

@@ -52,7 +52,8 @@ const cfg_key cfg_keys[] = {
              "in front."},
      .what = "a list of directories", .item_what = "a directory", .off = F(plugin_path),
      .count_off = F(nplugin_path), .env = "TERN_PLUGIN_PATH",
-     .env_bit = TERN_CFG_ENV_PLUGIN_PATH, .doc_type = "list of directories"},
+     .env_bit = TERN_CFG_ENV_PLUGIN_PATH, .env_count_off = F(nplugin_path_env),
+     .doc_type = "list of directories"},
     {.opt = {"topology", TERN_OPT_STRING, 0, 0, NULL, "auto",
              "`auto` reads the PCIe/NUMA topology from sysfs; otherwise the path of a JSON "
              "topology matrix (a regular file of at most 4 MiB)."},
