@@ -93,6 +93,11 @@ const tern_cfg_kv *tern_config_transport_key(const tern_config *cfg, size_t idx,
 /* Parse "64K", "1M", "4096" -> bytes; returns 0 or TERN_ERR_INVAL. */
 int tern_parse_size(const char *text, uint64_t *out);
 
+/* A checked option value as an integer, read exactly as the validator read
+ * it: decimal ("-3", "010" is ten), a size ("64K", "1MiB", "100B") or a
+ * boolean word (1/0).  For the host services that hand values to plugins. */
+int tern_config_parse_int(const char *text, int64_t *out);
+
 /* The resolved configuration as JSON text (malloc()ed), for tern-info. */
 char *tern_config_to_json(const tern_config *cfg);
 

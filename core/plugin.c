@@ -159,42 +159,10 @@ static const char *host_config_get(void *host, const char *key)
     return kv->nitems ? kv->items[0] : NULL;
 }
 
-/* "4096", "-3", "64K", "1M", "2G", "1T", "true"/"false".  0 on success. */
+/* "4096", "-3", "64K", "true": read as the configuration validator read it. */
 static int parse_int(const char *s, int64_t *out)
 {
-    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
-    for (size_t i = 0; i < 3; i++) {
-        if (strcasecmp(s, yes[i]) == 0)
-            return *out = 1, 0;
-        if (strcasecmp(s, no[i]) == 0)
-            return *out = 0, 0;
-    }
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (errno || end == s)
-        return -1;
-    int shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    case '\0': break;
-    default: return -1;
-    }
-    if (shift) {
-        end++;
-        if (toupper((unsigned char)*end) == 'I')
-            end++;
-        if (toupper((unsigned char)*end) == 'B')
-            end++;
-        if (*end || v > (INT64_MAX >> shift) || v < (INT64_MIN >> shift))
-            return -1;
-        v *= (long long)1 << shift;
-    }
-    *out = v;
-    return 0;
+    return tern_config_parse_int(s, out) == 0 ? 0 : -1;
 }
 
 static int64_t host_config_get_int(void *host, const char *key, int64_t fallback)

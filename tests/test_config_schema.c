@@ -147,3 +147,20 @@ Test(schema, describe_invalid_config_and_config_only)
     cr_assert_eq(tern_config_describe(NULL, 0, NULL, err, sizeof err), TERN_ERR_INVAL);
     unlink(path);
 }
+
+/* Plugins get option values through the host services, parsed as the
+ * validator parsed them (no octal, a "B" suffix, booleans). */
+Test(schema, option_values_read_as_validated)
+{
+    struct { const char *t; int64_t v; } good[] = {
+        {"010", 10}, {"-3", -3}, {"100B", 100}, {"64KiB", 65536}, {"1M", 1 << 20},
+        {"on", 1}, {"False", 0}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        int64_t v = -99;
+        cr_assert_eq(tern_config_parse_int(good[i].t, &v), 0, "%s", good[i].t);
+        cr_assert_eq(v, good[i].v, "%s", good[i].t);
+    }
+    int64_t v;
+    cr_assert_eq(tern_config_parse_int("0x10", &v), TERN_ERR_INVAL);
+    cr_assert_eq(tern_config_parse_int("1.5M", &v), TERN_ERR_INVAL);
+}

@@ -88,6 +88,25 @@ int cfg_parse_bool(const char *t, int *out)
     return TERN_ERR_INVAL;
 }
 
+int tern_config_parse_int(const char *text, int64_t *out)
+{
+    uint64_t u;
+    int b;
+    if (!text)
+        return TERN_ERR_INVAL;
+    if (cfg_parse_i64(text, out) == 0)
+        return 0;
+    if (tern_parse_size(text, &u) == 0 && u <= (uint64_t)INT64_MAX) {
+        *out = (int64_t)u;
+        return 0;
+    }
+    if (cfg_parse_bool(text, &b) == 0) {
+        *out = b;
+        return 0;
+    }
+    return TERN_ERR_INVAL;
+}
+
 /* "64K"-style rendering of a byte count for messages and JSON. */
 void cfg_fmt_size(uint64_t v, char *buf, size_t len)
 {
