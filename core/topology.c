@@ -1,4 +1,4 @@
-/* core/topology.c: NUMA-aware device choice (SPEC.md section 3, seed 001).
+/* core/topology.c: NUMA-aware device choice and the two-level path choice.
  *
  * A topology is built once (sysfs discovery or a JSON matrix) and is
  * immutable afterwards, so tern_topology_select() reads it without a lock.
