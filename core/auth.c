@@ -12,12 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "handshake.h"
 #include "tern/errors.h"
 #include "util.h"
 
 #define HS_SERVER_LABEL "tern-hs-server"
 #define HS_CLIENT_LABEL "tern-hs-client"
+/* A secret file larger than this is refused unread (the secret itself is at
+ * most TERN_AUTH_SECRET_MAX bytes; the rest allows trailing whitespace). */
+#define TERN_AUTH_FILE_MAX (64u << 10)
 #define AUTH_HINT "check auth_secret_file on both sides: the same secret, readable"
 
 struct tern_auth {
@@ -52,7 +56,7 @@ int tern_auth_load(const char *path, tern_auth **out, char *err, size_t errlen)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "auth_secret_file: no file name");
     char *data = NULL, msg[512];
     size_t len = 0;
-    if (tern_read_file(path, &data, &len, msg, sizeof msg) != 0)
+    if (tern_file_read_capped(path, TERN_AUTH_FILE_MAX, &data, &len, msg, sizeof msg) != 0)
         return tern_errf(err, errlen, TERN_ERR_CONFIG,
                          "auth_secret_file %s: cannot read the shared secret: %s", path, msg);
     while (len && strchr(" \t\r\n", data[len - 1]))

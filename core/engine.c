@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "topology_load.h"
 #include "util.h"
 
 /* ---- logging ------------------------------------------------------------ */
@@ -114,23 +115,7 @@ static uint64_t xport_slice_size(const tern_engine *e, const tern_plugin *p)
 
 static int xport_topology(tern_engine *e, tern_xport *x, char *err, size_t errlen)
 {
-    const tern_config *c = e->cfg;
-    const tern_plugin *p = x->pl;
-    if (c->topology && *c->topology && strcmp(c->topology, "auto") != 0) {
-        char *json = NULL;
-        size_t len = 0;
-        int rc = tern_read_file(c->topology, &json, &len, err, errlen);
-        if (rc)
-            return rc;
-        rc = tern_topology_from_json(json, p->devices, p->ndevices, c->select_policy, &x->topo,
-                                     err, errlen);
-        free(json);
-        return rc;
-    }
-    return tern_topology_discover(c->topology_sysfs_root ? c->topology_sysfs_root : "/sys",
-                                  p->devices, p->ndevices,
-                                  (const char *const *)c->device_allow, c->ndevice_allow,
-                                  c->select_policy, &x->topo, err, errlen);
+    return tern_topology_load(e->cfg, x->pl->devices, x->pl->ndevices, &x->topo, err, errlen);
 }
 
 static int xport_init(tern_engine *e, tern_xport *x, tern_plugin *p, char *err, size_t errlen)

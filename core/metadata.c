@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "handshake.h"
 #include "plugin.h"
 #include "tern/metastore.h"
@@ -77,6 +78,8 @@ static int try_dir(tern_metadata *md, const char *dir, const char *scheme, char 
     snprintf(path, sizeof path, "%s/libtern-meta-%s.so", dir, scheme);
     if (access(path, F_OK) != 0)
         return 1;
+    if (tern_file_check_regular(path, err, errlen) < 0) /* a FIFO would block dlopen */
+        return TERN_ERR_PLUGIN;
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl)
         return tern_errf(err, errlen, TERN_ERR_PLUGIN, "%s: dlopen failed: %s", path,

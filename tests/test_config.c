@@ -1,4 +1,4 @@
-/* tests/test_config.c: the YAML configuration (core/config.c).
+/* tests/test_config.c: the YAML configuration (core/config/).
  *
  * Defaults, the environment and its precedence, every error class with its
  * exact message (origin:line:col: key.path: expected ..., got ...), option
@@ -69,7 +69,7 @@ Test(config, embedded_default_is_config_tern_yaml)
     char *text = NULL, err[256];
     cr_assert_eq(tern_read_file(SHIPPED("tern.yaml"), &text, NULL, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(tern_config_default_yaml(), text,
-                     "config/tern.yaml and the text compiled into config.c differ");
+                     "config/tern.yaml and the text compiled into core/config/load.c differ");
     free(text);
 }
 
