@@ -205,10 +205,11 @@ Test(config, metadata_uris)
 {
     const char *good[] = {"p2p", "redis://127.0.0.1:6379", "redis://redis.local:6379/3",
                           "etcd://127.0.0.1:2379", "etcd://a:1,b:2,[::1]:3",
-                          "http://127.0.0.1:8080/tern", "http://meta.local", "https://m:443/x/y"};
+                          "http://127.0.0.1:8080/tern", "http://meta.local", "http://m:80/x/y"};
     const char *bad[] = {"P2P", "redis://", "redis://host", "redis://host:6379/",
                          "redis://host:6379/x", "etcd://a:1,", "etcd://a:1,,b:2",
-                         "http://", "http://h:99999/x", "mysql://h:1", "http://h/a b"};
+                         "http://", "http://h:99999/x", "mysql://h:1", "http://h/a b",
+                         "https://m:443/x/y"};
     char yaml[256], msg[512];
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(yaml, sizeof yaml, "metadata: \"%s\"\n", good[i]);

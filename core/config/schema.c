@@ -33,8 +33,8 @@ const cfg_key cfg_keys[] = {
     {.opt = {"metadata", TERN_OPT_STRING, 0, 0, NULL, "p2p",
              "Where segment descriptors live.  `p2p`: fetched from the peer's handshake "
              "daemon (nothing to run).  `redis://host:port[/db]`, "
-             "`etcd://host:port[,host:port...]`, `http://host[:port][/path]` (or `https://`): "
-             "a shared store."},
+             "`etcd://host:port[,host:port...]`, `http://host[:port][/path]` (GET/PUT/DELETE "
+             "`?key=`, see docs/protocol.md; no TLS): a shared store."},
      .what = "p2p, redis://host:port[/db], etcd://host:port[,host:port...] or "
              "http://host[:port][/path]",
      .valid = cfg_valid_metadata, .off = F(metadata), .doc_type = "URI"},

@@ -179,8 +179,8 @@ int cfg_valid_metadata(const char *u)
             r = comma + 1;
         }
     }
-    if (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8)) {
-        r = strstr(u, "://") + 3;
+    if (!strncmp(u, "http://", 7)) { /* plain HTTP only: docs/protocol.md */
+        r = u + 7;
         size_t n = strcspn(r, "/");
         for (const char *q = r + n; *q; q++)
             if (!isgraph((unsigned char)*q))
