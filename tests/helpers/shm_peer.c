@@ -1,11 +1,12 @@
 /* tests/helpers/shm_peer.c: a target engine in its own process for the
  * same-host transport's tests (public API only).
  *
- *   tern-test-shm-peer [TRANSPORTS [SERVER_NAME]]
+ *   tern-test-shm-peer [TRANSPORTS [SERVER_NAME [fixed]]]
  *
  * TRANSPORTS is "shm,tcp" (default), "shm" or "tcp"; SERVER_NAME defaults
  * to 127.0.0.1:0 (a restarted peer passes its old name to come back at the
- * same address).  Memory: GUARD | A | B | GUARD as in peer_common.h, but A
+ * same address; with "fixed" its buffers also come back at the same
+ * addresses, so only the process behind them changes).  Memory: GUARD | A | B | GUARD as in peer_common.h, but A
  * is SHM_LEN_A (64 MiB + 64 KiB, so one request of 64 MiB + 3 fits); A and
  * B registered; it prints
  *   READY <server name> <addr A> <len A> <addr B> <len B>
@@ -79,7 +80,10 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t total = 2 * GUARD + SHM_LEN_A + LEN_B;
-    uint8_t *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int fixed = argc > 3 && !strcmp(argv[3], "fixed");
+    void *at = fixed ? (void *)(uintptr_t)0x6e0000000000ull : NULL;
+    uint8_t *map = mmap(at, total, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | (fixed ? MAP_FIXED_NOREPLACE : 0), -1, 0);
     if (map == MAP_FAILED)
         return 1;
     memset(map, 0xA5, total);
