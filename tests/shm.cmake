@@ -14,3 +14,8 @@ option(TERN_TEST_SHM_FALLBACK "Run test_shm_fallback (needs the core's transport
 if(TEST test_shm_fallback AND NOT TERN_TEST_SHM_FALLBACK)
   set_tests_properties(test_shm_fallback PROPERTIES DISABLED TRUE)
 endif()
+
+add_test(NAME test_shm_tern_info
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_shm_tern_info.sh ${PROJECT_SOURCE_DIR}
+                 ${CMAKE_BINARY_DIR})
+set_tests_properties(test_shm_tern_info PROPERTIES TIMEOUT 120)
