@@ -38,6 +38,10 @@ typedef struct inst {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
 static int g_done;
+/* When set, the first completion closes this endpoint from the worker
+ * thread that completes it (what the core does when it drops an endpoint
+ * after a failure). */
+static void *g_close_in_complete;
 
 static void h_log(void *host, int level, const char *fmt, ...)
 {
@@ -74,8 +78,12 @@ static void h_complete(void *host, tern_slice *s)
     cr_assert_eq(s->core, (void *)s, "slice completed twice or foreign");
     s->core = NULL;
     g_done++;
+    void *close_ep = g_close_in_complete;
+    g_close_in_complete = NULL;
     pthread_cond_broadcast(&g_cond);
     pthread_mutex_unlock(&g_lock);
+    if (close_ep)
+        T->ep_close(close_ep);
 }
 
 static void load_plugin(void)
@@ -467,6 +475,41 @@ Test(shm_transport, close_with_slices_queued_returns_each_once)
         free(s[i]);
     }
     cr_assert_gt(closed, 0, "512 MiB were not copied before ep_close returned");
+    T->ep_close(pep);
+    inst_free(a);
+    inst_free(b);
+}
+
+/* One worker; the first completion closes the endpoint from that worker
+ * while later slices are still queued for it: ep_close must not wait for
+ * them (only this worker could run them), and each must still come back. */
+Test(shm_transport, close_from_a_worker_inside_complete_does_not_hang)
+{
+    inst *a = inst_new("workers", "1", NULL), *b = inst_new(NULL);
+    void *pep = NULL, *ep = connect_pair(a, b, &pep);
+    size_t n = 1u << 20;
+    region src = reg(a, n), dst = reg(b, n);
+    enum { K = 16 };
+    tern_slice *s[K];
+    for (int i = 0; i < K; i++)
+        s[i] = mk(1, src.buf, src.key, (uintptr_t)dst.buf, dst.key, n);
+    pthread_mutex_lock(&g_lock);
+    g_done = 0;
+    g_close_in_complete = ep;
+    pthread_mutex_unlock(&g_lock);
+    cr_assert_eq(T->submit(ep, s, K), K);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    pthread_mutex_lock(&g_lock);
+    while (g_done < K && pthread_cond_timedwait(&g_cond, &g_lock, &until) == 0)
+        ;
+    int got = g_done;
+    pthread_mutex_unlock(&g_lock);
+    cr_assert_eq(got, K, "%d of %d slices came back after ep_close from a worker", got, K);
+    cr_assert_eq(s[0]->status, 0, "%s", s[0]->errmsg);
+    for (int i = 0; i < K; i++)
+        free(s[i]);
     T->ep_close(pep);
     inst_free(a);
     inst_free(b);

@@ -181,7 +181,8 @@ static shm_ep *ep_new(shm_ctx *ctx, int passive)
     memset(ep, 0, sizeof *ep);
     ep->ctx = ctx;
     ep->passive = passive;
-    atomic_init(&ep->outstanding, 0);
+    atomic_init(&ep->refs, 1);
+    atomic_init(&ep->running, 0);
     atomic_init(&ep->closing, 0);
     pthread_mutex_init(&ep->lock, NULL);
     pthread_cond_init(&ep->idle, NULL);
@@ -189,8 +190,10 @@ static shm_ep *ep_new(shm_ctx *ctx, int passive)
     return ep;
 }
 
-static void ep_free(shm_ep *ep)
+void shm_ep_unref(shm_ep *ep)
 {
+    if (atomic_fetch_sub(&ep->refs, 1) != 1)
+        return;
     shm_remote_fini(&ep->remote);
     pthread_mutex_destroy(&ep->lock);
     pthread_cond_destroy(&ep->idle);
@@ -340,16 +343,16 @@ static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t er
 }
 
 /* Slices still queued fail (CLOSED) as workers reach them; waits for the
- * chunks being copied. */
+ * chunks being copied, so nothing touches the peer after it returns. */
 static void shm_ep_close(void *vep)
 {
     shm_ep *ep = vep;
     atomic_store(&ep->closing, 1);
     pthread_mutex_lock(&ep->lock);
-    while (atomic_load(&ep->outstanding) > 0)
+    while (atomic_load(&ep->running) > 0)
         pthread_cond_wait(&ep->idle, &ep->lock);
     pthread_mutex_unlock(&ep->lock);
-    ep_free(ep);
+    shm_ep_unref(ep);
 }
 
 /* ---- data path ----------------------------------------------------------------- */
@@ -385,8 +388,8 @@ static int move(shm_ep *ep, int op, uint8_t *local, uint64_t remote, uint64_t le
     return 0;
 }
 
-int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
-                   size_t msglen)
+static int copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
+                      size_t msglen)
 {
     uint8_t *local = (uint8_t *)s->local + off;
     uint64_t remote = s->remote + off;
@@ -396,6 +399,22 @@ int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *
     /* The peer's CURRENT table, read now: a range it unregistered is refused. */
     int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, msg, msglen);
     return rc ? rc : move(ep, s->opcode, local, remote, len, msg, msglen);
+}
+
+/* running goes up BEFORE closing is read, and ep_close sets closing before
+ * it reads running: one of the two sees the other. */
+int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
+                   size_t msglen)
+{
+    atomic_fetch_add(&ep->running, 1);
+    int rc = atomic_load(&ep->closing)
+                 ? ferr(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed")
+                 : copy_chunk(ep, s, off, len, msg, msglen);
+    pthread_mutex_lock(&ep->lock);
+    if (atomic_fetch_sub(&ep->running, 1) == 1)
+        pthread_cond_broadcast(&ep->idle);
+    pthread_mutex_unlock(&ep->lock);
+    return rc;
 }
 
 static int shm_submit(void *vep, tern_slice *const *slices, int n)

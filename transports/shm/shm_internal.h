@@ -148,7 +148,12 @@ typedef struct shm_ep {
     int connected;
     int unreachable;     /* passive: the peer could not be proven from here */
     char why[256];
-    atomic_int outstanding; /* slices queued or copying */
+    /* Life: one reference for the core (dropped by ep_close) and one per
+     * queued slice, so a slice still queued after ep_close never sees freed
+     * memory; ep_close waits only for chunks being copied (running), never
+     * for queued ones, which may need the very worker that called it. */
+    atomic_int refs;
+    atomic_int running;
     atomic_int closing;
     pthread_mutex_t lock;
     pthread_cond_t idle;
@@ -161,8 +166,11 @@ void shm_pool_stop(shm_pool *p);
 /* Queue one slice (its ranges are checked chunk by chunk). */
 int shm_pool_push(shm_pool *p, shm_ep *ep, tern_slice *s);
 
+/* Drops a reference; the last one frees the endpoint (shm.c). */
+void shm_ep_unref(shm_ep *ep);
+
 /* Copy one chunk [off, off+len) of s: checks and process_vm_*; 0 or a
- * tern_err with msg (shm.c). */
+ * tern_err with msg (shm.c).  Refuses (CLOSED) once ep_close began. */
 int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
                    size_t msglen);
 

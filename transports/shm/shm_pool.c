@@ -39,11 +39,7 @@ static void job_finish(shm_pool *p, shm_job *j)
     s->status = st;
     s->transferred = st == 0 ? s->length : 0;
     p->ctx->host->free(j);
-    /* The endpoint may be closed as soon as this drops to zero. */
-    pthread_mutex_lock(&ep->lock);
-    if (atomic_fetch_sub(&ep->outstanding, 1) == 1)
-        pthread_cond_broadcast(&ep->idle);
-    pthread_mutex_unlock(&ep->lock);
+    shm_ep_unref(ep); /* may free it: ep_close already returned */
     p->ctx->host->complete(p->ctx->host->host, s);
 }
 
@@ -82,8 +78,8 @@ static void *worker_main(void *arg)
         int rc;
         if (atomic_load(&j->status) != 0)
             rc = 0; /* the slice already failed: do not copy the rest */
-        else if (p->stop || atomic_load(&j->ep->closing))
-            rc = TERN_ERR_CLOSED, snprintf(msg, sizeof msg, "shm: endpoint closed");
+        else if (p->stop)
+            rc = TERN_ERR_CLOSED, snprintf(msg, sizeof msg, "shm: transport shutting down");
         else
             rc = shm_copy_chunk(j->ep, j->s, off, len, msg, sizeof msg);
         if (rc)
@@ -142,7 +138,7 @@ int shm_pool_push(shm_pool *p, shm_ep *ep, tern_slice *s)
     j->ep = ep;
     atomic_init(&j->left, s->length);
     atomic_init(&j->status, 0);
-    atomic_fetch_add(&ep->outstanding, 1);
+    atomic_fetch_add(&ep->refs, 1);
     pthread_mutex_lock(&p->lock);
     if (p->tail)
         p->tail->next = j;
