@@ -129,10 +129,9 @@ static int shm_devices(void *vctx, tern_device_info *out, int max)
 
 /* ---- registrations ---------------------------------------------------------------- */
 
-typedef struct shm_mr {
-    uint64_t key;
-} shm_mr;
-
+/* The registration handle IS the key (never 0): nothing to allocate, so
+ * nothing is left behind when fini runs with registrations still in the
+ * table (the table goes with the context). */
 static int shm_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *keys, void **out,
                            char *err, size_t errlen)
 {
@@ -140,29 +139,22 @@ static int shm_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
     if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
         return ferr(err, errlen, TERN_ERR_INVAL,
                     "shm: cannot register %p length %zu: empty or wraps around", addr, len);
-    shm_mr *m = ctx->host->alloc(sizeof *m);
-    if (!m)
-        return ferr(err, errlen, TERN_ERR_NOMEM, "shm: out of memory registering %zu bytes", len);
-    if (shm_local_add(&ctx->local, (uintptr_t)addr, len, &m->key) != 0) {
-        ctx->host->free(m);
+    uint64_t key = 0;
+    if (shm_local_add(&ctx->local, (uintptr_t)addr, len, &key) != 0)
         return ferr(err, errlen, TERN_ERR_NOMEM,
                     "shm: %llu registrations already: raise transports.shm.max_registrations",
                     (unsigned long long)ctx->local.t->head.cap);
-    }
     memset(keys, 0, sizeof *keys);
     keys->ndev = 1;
-    keys->lkey[0] = keys->rkey[0] = m->key;
-    *out = m;
+    keys->lkey[0] = keys->rkey[0] = key;
+    *out = (void *)(uintptr_t)key;
     return 0;
 }
 
-static int shm_mr_deregister(void *vctx, void *vmr)
+static int shm_mr_deregister(void *vctx, void *mr)
 {
     shm_ctx *ctx = vctx;
-    shm_mr *m = vmr;
-    int rc = shm_local_remove(&ctx->local, m->key);
-    ctx->host->free(m);
-    return rc;
+    return shm_local_remove(&ctx->local, (uint64_t)(uintptr_t)mr);
 }
 
 static int shm_segment_describe(void *vctx, tern_desc *out)

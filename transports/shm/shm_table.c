@@ -59,7 +59,9 @@ int shm_local_init(shm_local *l, uint64_t cap, char *err, size_t errlen)
     l->t->head.magic = SHM_TABLE_MAGIC;
     uint64_t k;
     shm_random(&k, sizeof k);
-    l->next_key = (k >> 16) | 1; /* keys of different contexts rarely meet */
+    /* Keys of different contexts rarely meet; a key fits a pointer (it is
+     * also the registration handle) and is never 0. */
+    l->next_key = ((k >> 16) & (UINTPTR_MAX >> 1)) | 1;
     pthread_rwlock_init(&l->lock, NULL);
     return 0;
 }
