@@ -514,3 +514,50 @@ Test(shm_transport, close_from_a_worker_inside_complete_does_not_hang)
     inst_free(a);
     inst_free(b);
 }
+
+/* The passive endpoint copies towards the initiator only when the
+ * initiator's own table proved the handshake (its proof slot holds the
+ * target's instance and the nonce it sent). */
+Test(shm_transport, passive_endpoint_copies_back_only_to_a_proven_initiator)
+{
+    inst *a = inst_new(NULL), *b = inst_new(NULL);
+    region mine = reg(a, 65536), theirs = reg(b, 65536);
+    memset(mine.buf, 0, 65536);
+    fill(theirs.buf, 65536, 9);
+    /* honest: b writes into a's memory through its passive endpoint */
+    void *pep = NULL, *ep = connect_pair(a, b, &pep);
+    tern_slice *w = mk(1, theirs.buf, theirs.key, (uintptr_t)mine.buf, mine.key, 65536);
+    run(pep, &w, 1);
+    cr_assert_eq(w->status, 0, "%s", w->errmsg);
+    cr_assert_eq(memcmp(mine.buf, theirs.buf, 65536), 0);
+    free(w);
+    T->ep_close(ep);
+    T->ep_close(pep);
+    /* forged: the fields claim a nonce a's table does not hold */
+    tern_desc *blob = blob_of(b), *fields = tern_desc_new(), *empty = tern_desc_new();
+    char err[512] = "";
+    cr_assert_eq(open_active(a, blob, &ep, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(T->ep_describe(ep, fields), 0);
+    uint64_t n0 = 0;
+    tern_desc_get_u64(fields, "nonce0", &n0);
+    tern_desc_set_u64(fields, "nonce0", n0 ^ 1);
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "initiator",
+                        .peer_segment = empty, .passive = 1};
+    cr_assert_eq(T->ep_open(b->ctx, &p, &pep, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(T->ep_connect(pep, fields, err, sizeof err), 0,
+                 "the passive side answers even when it cannot prove the initiator: %s", err);
+    memset(mine.buf, 0, 65536);
+    tern_slice *f = mk(1, theirs.buf, theirs.key, (uintptr_t)mine.buf, mine.key, 65536);
+    cr_assert_eq(T->submit(pep, &f, 1), TERN_ERR_UNREACHABLE,
+                 "a passive endpoint copied towards an unproven initiator");
+    for (int i = 0; i < 65536; i++)
+        cr_assert_eq(mine.buf[i], 0, "the unproven initiator's memory was written");
+    free(f);
+    T->ep_close(ep);
+    T->ep_close(pep);
+    tern_desc_free(blob);
+    tern_desc_free(fields);
+    tern_desc_free(empty);
+    inst_free(a);
+    inst_free(b);
+}

@@ -317,11 +317,19 @@ static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t er
         ep->connected = 1;
         return 0;
     }
+    char why[400] = "";
+    rc = 0;
+    if (ep->have_blob && (id.pid != ep->peer.pid || id.instance != ep->peer.instance))
+        rc = ferr(why, sizeof why, TERN_ERR_UNREACHABLE,
+                  "shm: the handshake names process %llu instance %llx, the initiator's "
+                  "segment process %llu instance %llx", (unsigned long long)id.pid,
+                  (unsigned long long)id.instance, (unsigned long long)ep->peer.pid,
+                  (unsigned long long)ep->peer.instance);
     ep_set_peer(ep, &id);
     ep->nonce[0] = nonce[0];
     ep->nonce[1] = nonce[1];
-    char why[400] = "";
-    rc = shm_ident_reach(&ctx->self, &id, why, sizeof why);
+    if (rc == 0)
+        rc = shm_ident_reach(&ctx->self, &id, why, sizeof why);
     if (rc == 0)
         rc = check_proof(ep, slot, ctx->self.instance, why, sizeof why);
     if (rc) {
