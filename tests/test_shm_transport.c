@@ -42,6 +42,7 @@ static int g_done;
  * thread that completes it (what the core does when it drops an endpoint
  * after a failure). */
 static void *g_close_in_complete;
+static int g_submitted; /* the core never closes an endpoint during submit */
 
 static void h_log(void *host, int level, const char *fmt, ...)
 {
@@ -81,6 +82,8 @@ static void h_complete(void *host, tern_slice *s)
     void *close_ep = g_close_in_complete;
     g_close_in_complete = NULL;
     pthread_cond_broadcast(&g_cond);
+    while (close_ep && !g_submitted)
+        pthread_cond_wait(&g_cond, &g_lock);
     pthread_mutex_unlock(&g_lock);
     if (close_ep)
         T->ep_close(close_ep);
@@ -495,9 +498,14 @@ Test(shm_transport, close_from_a_worker_inside_complete_does_not_hang)
         s[i] = mk(1, src.buf, src.key, (uintptr_t)dst.buf, dst.key, n);
     pthread_mutex_lock(&g_lock);
     g_done = 0;
+    g_submitted = 0;
     g_close_in_complete = ep;
     pthread_mutex_unlock(&g_lock);
     cr_assert_eq(T->submit(ep, s, K), K);
+    pthread_mutex_lock(&g_lock);
+    g_submitted = 1;
+    pthread_cond_broadcast(&g_cond);
+    pthread_mutex_unlock(&g_lock);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 20;
