@@ -285,51 +285,49 @@ static int read_fields(shm_ep *ep, const tern_desc *peer, shm_ident *id, uint64_
 }
 
 /* Active: the reply must come from the process the segment names, and that
- * process must show our nonce.  Passive: prove the initiator as far as we
- * can (its table shows our instance and its nonce); when we cannot, the
- * endpoint still answers the handshake (the initiator reaching us does not
- * depend on it) but refuses to copy towards that peer. */
-static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
+ * process must show our nonce in its own table. */
+static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[2],
+                          uint64_t slot, char *err, size_t errlen)
 {
-    shm_ep *ep = vep;
     shm_ctx *ctx = ep->ctx;
-    if (!peer)
-        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: no handshake fields from the peer");
-    shm_ident id;
-    uint64_t nonce[2], slot;
-    int rc = read_fields(ep, peer, &id, nonce, &slot, err, errlen);
+    if (id->pid != ep->peer.pid || id->instance != ep->peer.instance ||
+        id->table != ep->peer.table || nonce[0] != ep->nonce[0] || nonce[1] != ep->nonce[1])
+        return unreachable(ctx, ferr(err, errlen, TERN_ERR_UNREACHABLE,
+                           "shm: the handshake reply names process %llu instance %llx, the "
+                           "segment names process %llu instance %llx",
+                           (unsigned long long)id->pid, (unsigned long long)id->instance,
+                           (unsigned long long)ep->peer.pid,
+                           (unsigned long long)ep->peer.instance), err);
+    int rc = shm_ident_reach(&ctx->self, &ep->peer, err, errlen);
+    if (rc == 0)
+        rc = check_proof(ep, slot, ctx->self.instance, err, errlen);
     if (rc)
-        return rc;
-    if (!ep->passive) {
-        if (id.pid != ep->peer.pid || id.instance != ep->peer.instance ||
-            id.table != ep->peer.table || nonce[0] != ep->nonce[0] || nonce[1] != ep->nonce[1])
-            return unreachable(ctx, ferr(err, errlen, TERN_ERR_UNREACHABLE,
-                               "shm: the handshake reply names process %llu instance %llx, the "
-                               "segment names process %llu instance %llx",
-                               (unsigned long long)id.pid, (unsigned long long)id.instance,
-                               (unsigned long long)ep->peer.pid,
-                               (unsigned long long)ep->peer.instance), err);
-        rc = shm_ident_reach(&ctx->self, &ep->peer, err, errlen);
-        if (rc == 0)
-            rc = check_proof(ep, slot, ctx->self.instance, err, errlen);
-        if (rc)
-            return unreachable(ctx, rc, err);
-        ep->connected = 1;
-        return 0;
-    }
+        return unreachable(ctx, rc, err);
+    ep->connected = 1;
+    return 0;
+}
+
+/* Passive: prove the initiator as far as we can (its table shows our
+ * instance and its nonce).  When we cannot, the endpoint still answers the
+ * handshake (the initiator reaching us does not depend on it) but refuses
+ * to copy towards that peer. */
+static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce[2],
+                           uint64_t slot)
+{
+    shm_ctx *ctx = ep->ctx;
     char why[400] = "";
-    rc = 0;
-    if (ep->have_blob && (id.pid != ep->peer.pid || id.instance != ep->peer.instance))
+    int rc = 0;
+    if (ep->have_blob && (id->pid != ep->peer.pid || id->instance != ep->peer.instance))
         rc = ferr(why, sizeof why, TERN_ERR_UNREACHABLE,
                   "shm: the handshake names process %llu instance %llx, the initiator's "
-                  "segment process %llu instance %llx", (unsigned long long)id.pid,
-                  (unsigned long long)id.instance, (unsigned long long)ep->peer.pid,
+                  "segment process %llu instance %llx", (unsigned long long)id->pid,
+                  (unsigned long long)id->instance, (unsigned long long)ep->peer.pid,
                   (unsigned long long)ep->peer.instance);
-    ep_set_peer(ep, &id);
+    ep_set_peer(ep, id);
     ep->nonce[0] = nonce[0];
     ep->nonce[1] = nonce[1];
     if (rc == 0)
-        rc = shm_ident_reach(&ctx->self, &id, why, sizeof why);
+        rc = shm_ident_reach(&ctx->self, id, why, sizeof why);
     if (rc == 0)
         rc = check_proof(ep, slot, ctx->self.instance, why, sizeof why);
     if (rc) {
@@ -337,9 +335,23 @@ static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t er
         snprintf(ep->why, sizeof ep->why, "%s", why);
     }
     /* Echo the initiator's nonce into our own table: its proof of us. */
-    ep->slot = shm_local_prove(&ctx->local, id.instance, nonce);
+    ep->slot = shm_local_prove(&ctx->local, id->instance, nonce);
     ep->connected = 1;
     return 0;
+}
+
+static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
+{
+    shm_ep *ep = vep;
+    if (!peer)
+        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: no handshake fields from the peer");
+    shm_ident id;
+    uint64_t nonce[2], slot;
+    int rc = read_fields(ep, peer, &id, nonce, &slot, err, errlen);
+    if (rc)
+        return rc;
+    return ep->passive ? connect_passive(ep, &id, nonce, slot)
+                       : connect_active(ep, &id, nonce, slot, err, errlen);
 }
 
 /* Slices still queued fail (CLOSED) as workers reach them; waits for the
@@ -423,8 +435,8 @@ static int shm_submit(void *vep, tern_slice *const *slices, int n)
     shm_ctx *ctx = ep->ctx;
     if (!ep->connected || atomic_load(&ep->closing))
         return TERN_ERR_CLOSED;
-    if (ep->unreachable)
-        return TERN_ERR_UNREACHABLE;
+    if (ep->unreachable) /* a passive endpoint whose initiator was not proven */
+        return unreachable(ctx, TERN_ERR_UNREACHABLE, ep->why);
     for (int i = 0; i < n; i++) {
         tern_slice *s = slices[i];
         s->ep = ep;
