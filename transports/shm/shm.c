@@ -422,11 +422,20 @@ int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *
     int rc = atomic_load(&ep->closing)
                  ? ferr(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed")
                  : copy_chunk(ep, s, off, len, msg, msglen);
-    pthread_mutex_lock(&ep->lock);
-    if (atomic_fetch_sub(&ep->running, 1) == 1)
+    /* Only a closing endpoint has a waiter (ep_close sets closing before
+     * it reads running), so the common path takes no lock. */
+    if (atomic_fetch_sub(&ep->running, 1) == 1 && atomic_load(&ep->closing)) {
+        pthread_mutex_lock(&ep->lock);
         pthread_cond_broadcast(&ep->idle);
-    pthread_mutex_unlock(&ep->lock);
+        pthread_mutex_unlock(&ep->lock);
+    }
     return rc;
+}
+
+static int bad_slice(const tern_slice *s)
+{
+    return (s->opcode != SHM_READ && s->opcode != SHM_WRITE) || s->length == 0 ||
+           s->remote + s->length < s->remote;
 }
 
 static int shm_submit(void *vep, tern_slice *const *slices, int n)
@@ -437,12 +446,13 @@ static int shm_submit(void *vep, tern_slice *const *slices, int n)
         return TERN_ERR_CLOSED;
     if (ep->unreachable) /* a passive endpoint whose initiator was not proven */
         return unreachable(ctx, TERN_ERR_UNREACHABLE, ep->why);
-    for (int i = 0; i < n; i++) {
+    shm_job *first = NULL, *last = NULL;
+    int i = 0, queued = 0;
+    for (; i < n; i++) {
         tern_slice *s = slices[i];
         s->ep = ep;
         s->errmsg[0] = '\0';
-        if ((s->opcode != SHM_READ && s->opcode != SHM_WRITE) || s->length == 0 ||
-            s->remote + s->length < s->remote) {
+        if (bad_slice(s)) {
             s->status = TERN_ERR_INVAL;
             s->transferred = 0;
             snprintf(s->errmsg, sizeof s->errmsg, "shm: bad slice (opcode %d, %llu bytes at "
@@ -451,10 +461,18 @@ static int shm_submit(void *vep, tern_slice *const *slices, int n)
             ctx->host->complete(ctx->host->host, s);
             continue;
         }
-        if (shm_pool_push(ctx->pool, ep, s) != 0)
-            return i > 0 ? i : TERN_ERR_NOMEM;
+        shm_job *j = shm_job_new(ctx->pool, ep, s);
+        if (!j)
+            break; /* the core resubmits the rest */
+        if (last)
+            shm_job_link(last, j);
+        else
+            first = j;
+        last = j;
+        queued++;
     }
-    return n;
+    shm_pool_push(ctx->pool, first, last, queued);
+    return i > 0 || n == 0 ? i : TERN_ERR_NOMEM;
 }
 
 static int shm_query(void *vctx, const char *what, char *out, size_t outlen)

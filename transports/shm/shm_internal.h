@@ -125,6 +125,7 @@ int shm_peek(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* ---- context and endpoints ---------------------------------------------------- */
 
 typedef struct shm_pool shm_pool;
+typedef struct shm_job shm_job;
 
 typedef struct shm_ctx {
     const tern_host_services *host;
@@ -163,8 +164,13 @@ typedef struct shm_ep {
 
 int shm_pool_start(shm_ctx *ctx, int workers, shm_pool **out, char *err, size_t errlen);
 void shm_pool_stop(shm_pool *p);
-/* Queue one slice (its ranges are checked chunk by chunk). */
-int shm_pool_push(shm_pool *p, shm_ep *ep, tern_slice *s);
+/* A job for one slice (its ranges are checked chunk by chunk); holds a
+ * reference on ep.  NULL when out of memory. */
+shm_job *shm_job_new(shm_pool *p, shm_ep *ep, tern_slice *s);
+/* Queues the list first..last (n jobs, linked through next). */
+void shm_pool_push(shm_pool *p, shm_job *first, shm_job *last, int n);
+/* The link of a job list. */
+void shm_job_link(shm_job *j, shm_job *next);
 
 /* Drops a reference; the last one frees the endpoint (shm.c). */
 void shm_ep_unref(shm_ep *ep);

@@ -12,14 +12,14 @@
 
 #include "shm_internal.h"
 
-typedef struct shm_job {
+struct shm_job {
     struct shm_job *next;
     tern_slice *s;
     shm_ep *ep;
     uint64_t next_off;     /* first byte no worker took yet (queue lock) */
     atomic_uint_fast64_t left; /* bytes not yet finished */
     atomic_int status;     /* first error of any chunk */
-} shm_job;
+};
 
 struct shm_pool {
     shm_ctx *ctx;
@@ -128,24 +128,39 @@ void shm_pool_stop(shm_pool *p)
     free(p);
 }
 
-int shm_pool_push(shm_pool *p, shm_ep *ep, tern_slice *s)
+shm_job *shm_job_new(shm_pool *p, shm_ep *ep, tern_slice *s)
 {
     shm_job *j = p->ctx->host->alloc(sizeof *j);
     if (!j)
-        return TERN_ERR_NOMEM;
+        return NULL;
     memset(j, 0, sizeof *j);
     j->s = s;
     j->ep = ep;
     atomic_init(&j->left, s->length);
     atomic_init(&j->status, 0);
     atomic_fetch_add(&ep->refs, 1);
+    return j;
+}
+
+void shm_job_link(shm_job *j, shm_job *next)
+{
+    j->next = next;
+}
+
+/* One lock and one wake-up per submit, not per slice. */
+void shm_pool_push(shm_pool *p, shm_job *first, shm_job *last, int n)
+{
+    if (!first)
+        return;
     pthread_mutex_lock(&p->lock);
     if (p->tail)
-        p->tail->next = j;
+        p->tail->next = first;
     else
-        p->head = j;
-    p->tail = j;
-    pthread_cond_signal(&p->cond);
+        p->head = first;
+    p->tail = last;
+    if (n > 1 || first->s->length > p->ctx->chunk)
+        pthread_cond_broadcast(&p->cond);
+    else
+        pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    return 0;
 }
