@@ -21,6 +21,8 @@ TestSuite(shm_fallback, .timeout = 240);
 
 Test(shm_fallback, peer_in_another_pid_namespace_falls_back_to_tcp)
 {
+    if (geteuid() != 0)
+        cr_skip_test("needs root for unshare --pid");
     cr_assert_eq(access("/usr/bin/unshare", X_OK), 0, "unshare(1) is needed (util-linux)");
     it_peer p;
     char *argv[] = {"/usr/bin/unshare", "--pid", "--fork", (char *)SHM_PEER_PATH, "shm,tcp",
