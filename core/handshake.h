@@ -1,5 +1,6 @@
-/* core/handshake.h: the control-plane wire protocol and daemon.
- * Owner: handshake.c.  Frame (both directions):
+/* core/handshake.h: the control-plane wire protocol and daemon (handshake.c);
+ * the wire format and its limits are in docs/protocol.md, "Handshake
+ * frames".  Frame (both directions):
  *   u64 length (little-endian; counts the type byte plus the JSON bytes)
  *   u8  type   (0 Connection, 1 Metadata, 2 Notify, 3 Probe)
  *   JSON       length-1 bytes
@@ -22,6 +23,21 @@ enum {
 #define TERN_HS_DEFAULT_PORT 12001
 #define TERN_HS_DEFAULT_MAX_FRAME (1u << 20)
 
+/* Request limits, payload bytes (type byte + JSON), per frame type: far
+ * below max_frame (which bounds replies: a segment descriptor), so that a
+ * stranger's request costs the daemon little (docs/protocol.md). */
+#define TERN_HS_LIMIT_CONNECTION (16u << 10)
+#define TERN_HS_LIMIT_METADATA 4096u
+#define TERN_HS_LIMIT_NOTIFY (32u << 10) /* msg <= 4096 bytes, JSON-escaped */
+#define TERN_HS_LIMIT_PROBE 4096u
+#define TERN_HS_LIMIT_AUTH 1024u
+#define TERN_HS_LIMIT_REQUEST TERN_HS_LIMIT_NOTIFY /* the largest of them */
+#define TERN_HS_LIMIT_PROBE_REPLY 4096u
+#define TERN_HS_JSON_DEPTH 16 /* nesting of any request's JSON */
+#define TERN_HS_MAX_KEYS 64   /* members of a Connection object */
+#define TERN_HS_CONN_WORKERS 32 /* Connection handlers at once: the rest of
+                                   the pool stays free for Metadata/Probe/Notify */
+
 /* ---- pure codec (fuzzed) ---- */
 /* Encode a frame into a malloc()ed buffer. */
 int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out,
@@ -29,6 +45,9 @@ int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out,
 /* Check the 8-byte header; writes the payload length.  TERN_ERR_PROTOCOL
  * when 0 or above max_frame. */
 int tern_hs_frame_header(const uint8_t hdr[8], uint64_t max_frame, uint64_t *len);
+/* The request limit for a payload whose first byte is `first` (a type
+ * byte; 4 is Auth; above 4 an old-protocol Connection). */
+size_t tern_hs_request_limit(uint8_t first);
 /* Split a payload into type and JSON (old protocol -> Connection). */
 int tern_hs_frame_payload(const uint8_t *payload, size_t len, int *type,
                           const char **json, size_t *jsonlen, char *err, size_t errlen);

@@ -1,0 +1,262 @@
+/* tests/test_hostile_control.c: a stranger on the control plane cannot
+ * redirect or starve transfers (docs/protocol.md, Handshake frames).
+ *
+ *  - endpoint hijack: three engines in this process, the initiator I, its
+ *    target T and a third engine X.  I moves verified data to T; then a
+ *    Connection frame sent to I's daemon names T's NIC path and X's fabric
+ *    address.  It must be refused, and the 16 MiB I writes next must land
+ *    in T with zero bytes in X (efa over libfabric's tcp provider, and the
+ *    tcp transport; with and without auth_secret_file, where the frame is
+ *    sent with the shared secret: the third engine's owner knows it).
+ *  - request flood: 200 parallel 400 KB Connection frames while I fetches
+ *    T's metadata; the fetches keep working and T's RSS comes back. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <json-c/json.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "integration_common.h"
+#include "auth.h"
+#include "handshake.h"
+
+#define BUF (16u << 20)
+
+TestSuite(hostile_control, .timeout = 240);
+
+typedef struct hc_env {
+    const char *transport; /* "efa" (provider tcp on lo) or "tcp" */
+    char secret_path[64];  /* "" without auth */
+    tern_auth *auth;
+} hc_env;
+
+static void env_auth(hc_env *v)
+{
+    snprintf(v->secret_path, sizeof v->secret_path, "/tmp/tern-hc-secret-%d", (int)getpid());
+    FILE *f = fopen(v->secret_path, "w");
+    cr_assert(f);
+    fputs("hostile-control-shared-secret-42\n", f);
+    fclose(f);
+    char err[512];
+    cr_assert_eq(tern_auth_load(v->secret_path, &v->auth, err, sizeof err), 0, "%s", err);
+}
+
+static tern_engine *engine_new(const hc_env *v)
+{
+    char yaml[1024], err[2048] = "", auth[128] = "";
+    if (v->secret_path[0])
+        snprintf(auth, sizeof auth, "auth_secret_file: %s\n", v->secret_path);
+    snprintf(yaml, sizeof yaml,
+             "server_name: 127.0.0.1:0\nmetadata: p2p\nslice_size: 64K\nretries: 1\n"
+             "io_timeout_ms: 3000\nlog_level: error\n%stransports:\n%s", auth,
+             strcmp(v->transport, "efa") == 0 ? "  - name: efa\n    provider: tcp\n"
+                                                "    iface: lo\n"
+                                              : "  - name: tcp\n");
+    tern_engine *e = tern_engine_create_from_yaml(yaml, "test_hostile_control", err, sizeof err);
+    if (!e && strstr(err, "efa") && strstr(err, "provider"))
+        cr_skip_test("efa cannot load here: %s", err);
+    cr_assert(e, "engine: %s", err);
+    return e;
+}
+
+static char *hs_ask(const hc_env *v, const char *server, int type, const char *json,
+                    char *err, size_t errlen, int *rc)
+{
+    char *reply = NULL;
+    size_t rl = 0;
+    *rc = tern_hs_request_auth(v->auth, server, type, json, strlen(json), &reply, &rl,
+                               1 << 20, 3000, 3000, err, errlen);
+    return reply;
+}
+
+/* ---- learning X's fabric address: X connects to a daemon we run ---------- */
+
+typedef struct fake {
+    const hc_env *v;
+    char name[64];
+    char *meta;            /* T's descriptor renamed to us */
+    char addr_hex[600];    /* X's efa_addr, from its Connection frame */
+    char nic[320];         /* X's local_nic_path */
+} fake;
+
+static int fake_handler(void *arg, int type, const char *json, size_t len, char **reply,
+                        size_t *replylen)
+{
+    fake *f = arg;
+    if (type == TERN_HS_METADATA) {
+        *reply = strdup(f->meta);
+    } else {
+        json_object *o = json_tokener_parse(json);
+        json_object *a, *n;
+        (void)len;
+        if (o && json_object_object_get_ex(o, "efa_addr", &a) &&
+            json_object_object_get_ex(o, "local_nic_path", &n)) {
+            snprintf(f->addr_hex, sizeof f->addr_hex, "%s", json_object_get_string(a));
+            snprintf(f->nic, sizeof f->nic, "%s", json_object_get_string(n));
+        }
+        json_object_put(o);
+        *reply = strdup("{\"reply_msg\":\"the test only wanted your address\"}");
+    }
+    *replylen = strlen(*reply);
+    return 0;
+}
+
+static void learn_addr(const hc_env *v, tern_engine *x, uint8_t *xbuf, tern_engine *t, fake *f)
+{
+    char err[1024];
+    int rc;
+    char *meta = hs_ask(v, tern_engine_server_name(t), TERN_HS_METADATA, "{}", err, sizeof err,
+                        &rc);
+    cr_assert_eq(rc, 0, "%s", err);
+    tern_hs_server *s;
+    tern_hs_options o = {.bind_host = "127.0.0.1", .handler = fake_handler, .arg = f,
+                         .auth = v->auth};
+    cr_assert_eq(tern_hs_server_start(&o, &s, err, sizeof err), 0, "%s", err);
+    snprintf(f->name, sizeof f->name, "127.0.0.1:%u", tern_hs_server_port(s));
+    json_object *d = json_tokener_parse(meta);
+    free(meta);
+    json_object_object_add(d, "name", json_object_new_string(f->name));
+    f->meta = strdup(json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
+    json_object_put(d);
+    uint64_t any = 0;
+    json_object *m = json_tokener_parse(f->meta), *bufs;
+    cr_assert(json_object_object_get_ex(m, "buffers", &bufs));
+    any = json_object_get_uint64(
+        json_object_object_get(json_object_array_get_idx(bufs, 0), "addr"));
+    json_object_put(m);
+    tern_segment_id seg = tern_segment_open(x, f->name);
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(x));
+    char msg[512]; /* X's own buffer as the source: its byte stays 0 */
+    cr_assert_neq(one(x, seg, TERN_WRITE, xbuf, any, 1, msg, sizeof msg), TERN_COMPLETED);
+    cr_log_info("X towards our daemon: %s", msg);
+    tern_segment_close(x, seg);
+    tern_hs_server_stop(s);
+    free(f->meta);
+    cr_assert(f->addr_hex[0] && strchr(f->nic, '@'), "X sent no efa_addr");
+}
+
+/* ---- the hijack ----------------------------------------------------------------- */
+
+static size_t nonzero(const uint8_t *p, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += p[i] != 0;
+    return c;
+}
+
+/* One forged Connection frame to I's daemon; returns its reply_msg (or the
+ * client error) in why, and 1 when the daemon accepted it. */
+static int forge(const hc_env *v, tern_engine *i, const char *local_nic, const char *peer_nic,
+                 const char *addr_hex, char *why, size_t whylen)
+{
+    char json[2048], err[1024] = "";
+    snprintf(json, sizeof json,
+             "{\"transport\":\"%s\",\"local_nic_path\":\"%s\",\"peer_nic_path\":\"%s\","
+             "\"efa_addr\":\"%s\",\"qp_num\":[],\"reply_msg\":\"\"}",
+             v->transport, local_nic, peer_nic, addr_hex);
+    int rc;
+    char *r = hs_ask(v, tern_engine_server_name(i), TERN_HS_CONNECTION, json, err, sizeof err,
+                     &rc);
+    if (rc) {
+        snprintf(why, whylen, "%s", err);
+        return 0;
+    }
+    json_object *o = json_tokener_parse(r), *m = NULL;
+    const char *msg = o && json_object_object_get_ex(o, "reply_msg", &m)
+                          ? json_object_get_string(m) : "";
+    snprintf(why, whylen, "%s", msg);
+    json_object_put(o);
+    free(r);
+    return why[0] == '\0';
+}
+
+static void hijack(hc_env *v)
+{
+    tern_engine *i = engine_new(v), *t = engine_new(v), *x = engine_new(v);
+    uint8_t *tb = local_buf(t, BUF), *xb = local_buf(x, BUF);
+    uint8_t *src = local_buf(i, BUF), *dst = local_buf(i, BUF);
+    tern_segment_id seg = tern_segment_open(i, tern_engine_server_name(t));
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(i));
+    /* the legitimate pair, before the attack */
+    fill(src, 1 << 20, 1);
+    write_read_back(i, seg, src, dst, (uint64_t)(uintptr_t)tb, 1 << 20, "before the attack");
+
+    char dev[64] = "lo", xhex[600] = "00";
+    if (strcmp(v->transport, "efa") == 0) {
+        fake f = {.v = v};
+        learn_addr(v, x, xb, t, &f);
+        snprintf(dev, sizeof dev, "%s", strrchr(f.nic, '@') + 1);
+        snprintf(xhex, sizeof xhex, "%s", f.addr_hex);
+    }
+    char tnic[400], inic[400], other[400], why[1024];
+    snprintf(tnic, sizeof tnic, "%s@%s", tern_engine_server_name(t), dev);
+    snprintf(inic, sizeof inic, "%s@%s", tern_engine_server_name(i), dev);
+    snprintf(other, sizeof other, "10.1.2.3:4444@%s", dev);
+    /* claiming to be T, naming X's address */
+    int took = forge(v, i, tnic, inic, xhex, why, sizeof why);
+    cr_log_info("%s: forged Connection as T %s: %s", v->transport, took ? "ACCEPTED" : "refused",
+                why);
+    /* naming another segment as us, or a sender that is no host:port */
+    int took_other = forge(v, i, tnic, other, xhex, why, sizeof why);
+    int took_noport = forge(v, i, "no-port@x", inic, xhex, why, sizeof why);
+
+    /* the legitimate transfer after the attack: 16 MiB, all in T, none in X */
+    char wmsg[512] = "", rmsg[512] = "";
+    fill(src, BUF, 9);
+    memset(dst, 0, BUF);
+    tern_status w = one(i, seg, TERN_WRITE, src, (uint64_t)(uintptr_t)tb, BUF, wmsg, sizeof wmsg);
+    tern_status r = one(i, seg, TERN_READ, dst, (uint64_t)(uintptr_t)tb, BUF, rmsg, sizeof rmsg);
+    size_t leaked = nonzero(xb, BUF);
+    int in_t = memcmp(tb, src, BUF) == 0;
+    cr_log_info("%s%s: write %s, read-back %s, T holds the data: %s, bytes reaching X: %zu",
+                v->transport, v->auth ? " with auth" : "", w == TERN_COMPLETED ? "ok" : wmsg,
+                r == TERN_COMPLETED && !memcmp(src, dst, BUF) ? "verified" : "differs",
+                in_t ? "yes" : "NO", leaked);
+    cr_assert_not(took, "I accepted a Connection claiming to be %s with X's address", tnic);
+    cr_assert_not(took_other, "I accepted a Connection naming %s as its peer", other);
+    cr_assert_not(took_noport, "I accepted a Connection from \"no-port@x\"");
+    cr_assert_eq(w, TERN_COMPLETED, "%s", wmsg);
+    cr_assert_eq(r, TERN_COMPLETED, "%s", rmsg);
+    cr_assert_eq(memcmp(src, dst, BUF), 0, "the read-back differs");
+    cr_assert(in_t, "T's memory does not hold what I wrote");
+    cr_assert_eq(leaked, 0, "%zu bytes reached the third engine", leaked);
+    tern_segment_close(i, seg);
+    tern_engine_destroy(i);
+    tern_engine_destroy(t);
+    tern_engine_destroy(x);
+    if (v->auth) {
+        tern_auth_free(v->auth);
+        unlink(v->secret_path);
+    }
+}
+
+Test(hostile_control, hijack_efa_refused)
+{
+    hc_env v = {.transport = "efa"};
+    hijack(&v);
+}
+
+Test(hostile_control, hijack_efa_refused_with_auth)
+{
+    hc_env v = {.transport = "efa"};
+    env_auth(&v);
+    hijack(&v);
+}
+
+Test(hostile_control, hijack_tcp_refused)
+{
+    hc_env v = {.transport = "tcp"};
+    hijack(&v);
+}
+
+Test(hostile_control, hijack_tcp_refused_with_auth)
+{
+    hc_env v = {.transport = "tcp"};
+    env_auth(&v);
+    hijack(&v);
+}
