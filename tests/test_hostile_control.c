@@ -260,3 +260,143 @@ Test(hostile_control, hijack_tcp_refused_with_auth)
     env_auth(&v);
     hijack(&v);
 }
+
+/* ---- request flood ------------------------------------------------------------- */
+
+#define FLOODERS 200
+#define FLOOD_FRAME (400u << 10)
+
+typedef struct flood {
+    uint16_t port;
+    const uint8_t *frame; /* header + payload, shared read-only */
+    size_t len;
+    atomic_int stop;
+    atomic_long sent;
+} flood;
+
+static void *flooder(void *arg)
+{
+    flood *f = arg;
+    while (!atomic_load(&f->stop)) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(f->port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            size_t off = 0;
+            ssize_t w;
+            while (off < f->len && (w = send(fd, f->frame + off, f->len - off, MSG_NOSIGNAL)) > 0)
+                off += (size_t)w;
+            char sink[4096];
+            while (recv(fd, sink, sizeof sink, 0) > 0) {
+            }
+            atomic_fetch_add(&f->sent, 1);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static long rss_kb(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert(f);
+    cr_assert_eq(fscanf(f, "%ld %ld", &pages, &rss), 2);
+    fclose(f);
+    return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Metadata fetches of T's descriptor for ms; counts successes and failures. */
+static void fetch_for(const char *name, int ms, long *ok, long *failed, char *last, size_t ll)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+    *ok = *failed = 0;
+    while (now_ms() < end) {
+        char *r = NULL, err[512] = "";
+        size_t rl = 0;
+        int rc = tern_hs_request(name, TERN_HS_METADATA, "{}", 2, &r, &rl, 1 << 20, 5000, 5000,
+                                 err, sizeof err);
+        if (rc == 0 && r && strstr(r, "\"buffers\""))
+            (*ok)++;
+        else {
+            (*failed)++;
+            snprintf(last, ll, "%s", rc ? err : (r ? r : "(no reply)"));
+        }
+        free(r);
+    }
+}
+
+Test(hostile_control, connection_flood_of_large_valid_json)
+{
+    hc_env v = {.transport = "tcp"};
+    tern_engine *t = engine_new(&v), *i = engine_new(&v);
+    uint8_t *tb = local_buf(t, 1 << 20), *src = local_buf(i, 1 << 20), *dst = local_buf(i, 1 << 20);
+    tern_segment_id seg = tern_segment_open(i, tern_engine_server_name(t));
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(i));
+    fill(src, 1 << 20, 3);
+    write_read_back(i, seg, src, dst, (uint64_t)(uintptr_t)tb, 1 << 20, "before the flood");
+
+    /* the frame: a Connection whose qp_num array fills 400 KB, valid JSON */
+    flood f = {.len = 8 + FLOOD_FRAME};
+    uint8_t *fr = malloc(f.len);
+    size_t jl = FLOOD_FRAME - 1, at = 9;
+    for (int b = 0; b < 8; b++)
+        fr[b] = (uint8_t)((uint64_t)FLOOD_FRAME >> (8 * b));
+    fr[8] = TERN_HS_CONNECTION;
+    at += (size_t)sprintf((char *)fr + at, "{\"qp_num\":[1");
+    while (at + 2 <= 8 + jl - 1) {
+        memcpy(fr + at, ",1", 2);
+        at += 2;
+    }
+    if (at < 8 + jl - 1)
+        fr[at++] = ' ';
+    fr[at++] = ']';
+    fr[at++] = '}';
+    cr_assert_eq(at, f.len);
+    f.frame = fr;
+    char name[64], last[512] = "";
+    snprintf(name, sizeof name, "%s", tern_engine_server_name(t));
+    f.port = (uint16_t)atoi(strrchr(name, ':') + 1);
+
+    long ok0, bad0, ok1, bad1;
+    long rss0 = rss_kb();
+    fetch_for(name, 1500, &ok0, &bad0, last, sizeof last);
+    cr_assert_eq(bad0, 0, "unattacked fetches failed: %s", last);
+
+    pthread_t th[FLOODERS];
+    for (int k = 0; k < FLOODERS; k++)
+        cr_assert_eq(pthread_create(&th[k], NULL, flooder, &f), 0);
+    fetch_for(name, 3000, &ok1, &bad1, last, sizeof last);
+    /* the data path beside the flood */
+    fill(src, 1 << 20, 4);
+    write_read_back(i, seg, src, dst, (uint64_t)(uintptr_t)tb, 1 << 20, "during the flood");
+    long rss_peak = rss_kb();
+    atomic_store(&f.stop, 1);
+    for (int k = 0; k < FLOODERS; k++)
+        pthread_join(th[k], NULL);
+    free(fr);
+
+    /* memory comes back once the daemon is idle (it trims within a second
+     * or two of its last connection closing) */
+    long rss1 = rss_kb();
+    for (uint64_t end = now_ms() + 10000; now_ms() < end && rss1 > rss0 + rss0 / 5;) {
+        usleep(100000);
+        rss1 = rss_kb();
+    }
+    double rate = (double)ok1 / 3.0, base = (double)ok0 / 1.5;
+    cr_log_info("flood: %ld frames of %u KB sent; metadata fetches %.0f/s unattacked, %.0f/s "
+                "during (%.0f%%), %ld failed; RSS %ld KB before, %ld KB during, %ld KB after",
+                atomic_load(&f.sent), FLOOD_FRAME >> 10, base, rate, 100.0 * rate / base, bad1,
+                rss0, rss_peak, rss1);
+    cr_assert_eq(bad1, 0, "%ld metadata fetches failed during the flood; last: %s", bad1, last);
+    cr_assert_gt(ok1, 0, "no metadata fetch completed during the flood");
+    cr_assert_lt(rss_peak, rss0 + (64l << 10), "RSS grew from %ld KB to %ld KB in the flood",
+                 rss0, rss_peak);
+    cr_assert_leq(rss1, rss0 + rss0 / 5, "RSS %ld KB after the flood, %ld KB before", rss1, rss0);
+    tern_segment_close(i, seg);
+    tern_engine_destroy(i);
+    tern_engine_destroy(t);
+}
