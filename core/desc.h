@@ -1,6 +1,6 @@
 /* core/desc.h: segment and handshake descriptors (json-c), with the
  * reference's exact JSON keys so the two stay readable to each other.
- * Owner: desc.c.  Decoders refuse wrong types, missing mandatory keys,
+ * Implemented in desc.c.  Decoders refuse wrong types, missing mandatory keys,
  * out-of-range numbers and absurd sizes with a message naming the key.
  *
  * Segment descriptor JSON:

@@ -65,7 +65,7 @@ typedef struct tern_hs_options {
     int max_connections;       /* concurrent clients kept (default 1024) */
     tern_hs_handler handler;
     void *arg;
-    /* appended (hardening, auth.h): with a secret, every connection must
+    /* appended (auth.h): with a secret, every connection must
      * prove it before its request is read; refusals are logged with log(arg,
      * TERN_LOG_WARN, ...) (NULL: stderr). */
     const struct tern_auth *auth;
@@ -86,7 +86,7 @@ int tern_hs_request(const char *server_name, int type, const char *json, size_t 
 
 /* The same, proving the shared secret first when auth is not NULL (auth.h).
  * A daemon's "authentication required" refusal becomes TERN_ERR_AUTH with
- * its message, with or without auth. (appended by hardening) */
+ * its message, with or without auth. */
 struct tern_auth;
 int tern_hs_request_auth(const struct tern_auth *auth, const char *server_name, int type,
                          const char *json, size_t len, char **reply, size_t *replylen,
