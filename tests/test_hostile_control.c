@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -23,6 +24,8 @@
 #include "integration_common.h"
 #include "auth.h"
 #include "handshake.h"
+#include "tern/transport.h"
+#include "util.h"
 
 #define BUF (16u << 20)
 
@@ -399,4 +402,145 @@ Test(hostile_control, connection_flood_of_large_valid_json)
     tern_segment_close(i, seg);
     tern_engine_destroy(i);
     tern_engine_destroy(t);
+}
+
+/* ---- strangers on an authenticating daemon ------------------------------------ */
+
+typedef struct logcap {
+    pthread_mutex_t mu;
+    int warns;
+    char first[512], last[512];
+} logcap;
+
+static void cap_log(void *arg, int level, const char *fmt, ...)
+{
+    logcap *l = arg;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (level != TERN_LOG_WARN)
+        return;
+    pthread_mutex_lock(&l->mu);
+    if (!l->warns++)
+        snprintf(l->first, sizeof l->first, "%s", msg);
+    snprintf(l->last, sizeof l->last, "%s", msg);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int ok_handler(void *arg, int type, const char *json, size_t len, char **reply,
+                      size_t *replylen)
+{
+    (void)arg, (void)type, (void)json, (void)len;
+    *reply = strdup("{\"ok\":true}");
+    *replylen = strlen(*reply);
+    return 0;
+}
+
+/* One raw frame to port; returns the reply payload (type byte kept), or NULL. */
+static char *raw_frame(uint16_t port, int type, const char *json)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    size_t jl = strlen(json);
+    uint8_t hdr[9];
+    for (int b = 0; b < 8; b++)
+        hdr[b] = (uint8_t)((jl + 1) >> (8 * b));
+    hdr[8] = (uint8_t)type;
+    cr_assert_eq(tern_io_write_all(fd, hdr, 9, 2000), 0);
+    cr_assert_eq(tern_io_write_all(fd, json, jl, 2000), 0);
+    uint8_t rh[8];
+    char *out = NULL;
+    if (tern_io_read_all(fd, rh, 8, 3000) == 0) {
+        uint64_t n = 0;
+        for (int b = 7; b >= 0; b--)
+            n = (n << 8) | rh[b];
+        if (n > 0 && n < 65536) {
+            out = calloc(1, n + 1);
+            if (tern_io_read_all(fd, out, n, 3000) != 0) {
+                free(out);
+                out = NULL;
+            }
+        }
+    }
+    close(fd);
+    return out;
+}
+
+static tern_hs_server *auth_daemon(hc_env *v, logcap *l)
+{
+    char e2[512];
+    env_auth(v);
+    tern_hs_server *s;
+    tern_hs_options o = {.bind_host = "127.0.0.1", .handler = ok_handler, .arg = l,
+                         .auth = v->auth, .log = cap_log};
+    cr_assert_eq(tern_hs_server_start(&o, &s, e2, sizeof e2), 0, "%s", e2);
+    return s;
+}
+
+Test(hostile_control, malformed_auth_hello_is_reported_as_malformed)
+{
+    hc_env v = {.transport = "tcp"};
+    logcap l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    tern_hs_server *s = auth_daemon(&v, &l);
+    char *r = raw_frame(tern_hs_server_port(s), TERN_HS_AUTH, "{\"auth\":\"hmac-sha256\"}");
+    cr_assert(r, "no reply to a malformed hello");
+    cr_log_info("reply: %s / log: %s", r + 1, l.last);
+    cr_assert(strstr(r, "malformed") && !strstr(r, "did not match"), "reply: %s", r + 1);
+    free(r);
+    pthread_mutex_lock(&l.mu);
+    cr_assert(strstr(l.last, "malformed") && !strstr(l.last, "did not prove"), "log: %s",
+              l.last);
+    pthread_mutex_unlock(&l.mu);
+    /* a legitimate client is served beside it */
+    char e2[512], name[64];
+    int rc;
+    snprintf(name, sizeof name, "127.0.0.1:%u", tern_hs_server_port(s));
+    char *ok = hs_ask(&v, name, TERN_HS_PROBE, "{}", e2, sizeof e2, &rc);
+    cr_assert_eq(rc, 0, "%s", e2);
+    free(ok);
+    tern_hs_server_stop(s);
+    tern_auth_free(v.auth);
+    unlink(v.secret_path);
+}
+
+Test(hostile_control, stranger_warnings_are_rate_limited_with_a_count)
+{
+    hc_env v = {.transport = "tcp"};
+    logcap l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    tern_hs_server *s = auth_daemon(&v, &l);
+    uint16_t port = tern_hs_server_port(s);
+    char e2[512], name[64];
+    snprintf(name, sizeof name, "127.0.0.1:%u", port);
+    int strangers = 2000, served = 0;
+    for (int k = 0; k < strangers; k++) {
+        free(raw_frame(port, TERN_HS_PROBE, "{}")); /* no authentication */
+        if (k % 200 == 0) { /* the legitimate client, beside them */
+            int rc;
+            free(hs_ask(&v, name, TERN_HS_PROBE, "{}", e2, sizeof e2, &rc));
+            cr_assert_eq(rc, 0, "%s", e2);
+            served++;
+        }
+    }
+    pthread_mutex_lock(&l.mu);
+    int during = l.warns;
+    pthread_mutex_unlock(&l.mu);
+    /* the count of those held back comes once the interval is over */
+    int summary = 0;
+    for (uint64_t end = now_ms() + 20000; now_ms() < end && !summary; usleep(100000)) {
+        pthread_mutex_lock(&l.mu);
+        summary = l.warns > during && strstr(l.last, "more warnings") != NULL;
+        pthread_mutex_unlock(&l.mu);
+    }
+    cr_log_info("%d unauthenticated connections: %d warning lines, then: %s (legitimate "
+                "client served %d/%d)", strangers, during, l.last, served, served);
+    cr_assert_leq(during, 5, "%d warning lines for %d strangers", during, strangers);
+    cr_assert(strstr(l.first, "did not prove"), "first: %s", l.first);
+    cr_assert(summary, "no summary with the count; last: %s", l.last);
+    tern_hs_server_stop(s);
+    tern_auth_free(v.auth);
+    unlink(v.secret_path);
 }
