@@ -5,7 +5,10 @@
  * a slow or hostile client is dropped after io_timeout) plus a small worker
  * pool that runs the handler: handlers may block (bringing up QPs), so they
  * never run on the epoll thread.  Workers hand the encoded reply back to the
- * epoll thread, which writes it, shuts down writing and closes. */
+ * epoll thread, which writes it, shuts down writing and closes.
+ *
+ * Framing, per-type request limits, the Connection lane and the
+ * rate-limited warnings: docs/protocol.md, "Handshake frames". */
 #include "handshake.h"
 
 #include <errno.h>
