@@ -273,6 +273,7 @@ typedef struct flood {
     uint16_t port;
     const uint8_t *frame; /* header + payload, shared read-only */
     size_t len;
+    int pace_ms;          /* 0: back to back; else one frame per flooder per burst */
     atomic_int stop;
     atomic_long sent;
 } flood;
@@ -298,6 +299,8 @@ static void *flooder(void *arg)
             atomic_fetch_add(&f->sent, 1);
         }
         close(fd);
+        if (f->pace_ms) /* wait for the next burst: all flooders start together */
+            usleep((useconds_t)(f->pace_ms - now_ms() % (uint64_t)f->pace_ms) * 1000);
     }
     return NULL;
 }
@@ -332,7 +335,7 @@ static void fetch_for(const char *name, int ms, long *ok, long *failed, char *la
     }
 }
 
-Test(hostile_control, connection_flood_of_large_valid_json)
+static void connection_flood(int pace_ms)
 {
     hc_env v = {.transport = "tcp"};
     tern_engine *t = engine_new(&v), *i = engine_new(&v);
@@ -343,7 +346,7 @@ Test(hostile_control, connection_flood_of_large_valid_json)
     write_read_back(i, seg, src, dst, (uint64_t)(uintptr_t)tb, 1 << 20, "before the flood");
 
     /* the frame: a Connection whose qp_num array fills 400 KB, valid JSON */
-    flood f = {.len = 8 + FLOOD_FRAME};
+    flood f = {.len = 8 + FLOOD_FRAME, .pace_ms = pace_ms};
     uint8_t *fr = malloc(f.len);
     size_t jl = FLOOD_FRAME - 1, at = 9;
     for (int b = 0; b < 8; b++)
@@ -390,10 +393,11 @@ Test(hostile_control, connection_flood_of_large_valid_json)
         rss1 = rss_kb();
     }
     double rate = (double)ok1 / 3.0, base = (double)ok0 / 1.5;
-    cr_log_info("flood: %ld frames of %u KB sent; metadata fetches %.0f/s unattacked, %.0f/s "
-                "during (%.0f%%), %ld failed; RSS %ld KB before, %ld KB during, %ld KB after",
-                atomic_load(&f.sent), FLOOD_FRAME >> 10, base, rate, 100.0 * rate / base, bad1,
-                rss0, rss_peak, rss1);
+    cr_log_info("flood (%s): %ld frames of %u KB sent by %d threads; metadata fetches %.0f/s "
+                "unattacked, %.0f/s during (%.0f%%), %ld failed; RSS %ld KB before, %ld KB "
+                "during, %ld KB after",
+                pace_ms ? "bursts" : "back to back", atomic_load(&f.sent), FLOOD_FRAME >> 10,
+                FLOODERS, base, rate, 100.0 * rate / base, bad1, rss0, rss_peak, rss1);
     cr_assert_eq(bad1, 0, "%ld metadata fetches failed during the flood; last: %s", bad1, last);
     cr_assert_gt(ok1, 0, "no metadata fetch completed during the flood");
     cr_assert_lt(rss_peak, rss0 + (64l << 10), "RSS grew from %ld KB to %ld KB in the flood",
@@ -403,6 +407,11 @@ Test(hostile_control, connection_flood_of_large_valid_json)
     tern_engine_destroy(i);
     tern_engine_destroy(t);
 }
+
+/* 200 flooders sending 400 KB frames back to back (each reconnects at
+ * once), and in bursts of 200 parallel frames every 100 ms. */
+Test(hostile_control, connection_flood_of_large_valid_json) { connection_flood(0); }
+Test(hostile_control, connection_flood_in_bursts) { connection_flood(100); }
 
 /* ---- strangers on an authenticating daemon ------------------------------------ */
 
