@@ -34,7 +34,7 @@ enum {
 #define TERN_HS_LIMIT_REQUEST TERN_HS_LIMIT_NOTIFY /* the largest of them */
 #define TERN_HS_LIMIT_PROBE_REPLY 4096u
 #define TERN_HS_JSON_DEPTH 16 /* nesting of any request's JSON */
-#define TERN_HS_CONN_WORKERS 32 /* Connection handlers at once: the rest of
+#define TERN_HS_CONN_WORKERS 56 /* Connection handlers at once: the rest of
                                    the pool stays free for Metadata/Probe/Notify */
 
 /* ---- pure codec (fuzzed) ---- */
