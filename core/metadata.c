@@ -292,14 +292,17 @@ static int store_write(tern_metadata *md, const char *key, const char *json, cha
 }
 
 /* One round (pub_mu held): rewrite the entry, or with an ABI 1.0 plugin put
- * it back only if the store lost it.  One retry: a store that restarted
- * makes the first call on the old connection fail. */
+ * it back only if the store lost it.  One retry when the first call failed
+ * at once (a store that restarted fails the first call on the old
+ * connection); not after a timeout, so that a publish waiting on pub_mu
+ * (under the engine's memory lock) waits for one store timeout at most. */
 static void keepalive_round(tern_metadata *md)
 {
     char key[512], perr[768];
     if (!md->pub_json || tern_metadata_key(md, md->pub_name, key, sizeof key))
         return;
-    for (int attempt = 0; attempt < 2; attempt++) {
+    uint64_t t0 = tern_now_ms();
+    for (int attempt = 0; attempt < 2 && tern_now_ms() - t0 < 1000; attempt++) {
         int rc;
         if (has_put_ttl(md)) {
             rc = store_write(md, key, md->pub_json, perr, sizeof perr);
