@@ -465,15 +465,14 @@ static char *raw_frame(uint16_t port, int type, const char *json)
     for (int b = 0; b < 8; b++)
         hdr[b] = (uint8_t)((jl + 1) >> (8 * b));
     hdr[8] = (uint8_t)type;
-    cr_assert_eq(tern_io_write_all(fd, hdr, 9, 2000), 0);
-    cr_assert_eq(tern_io_write_all(fd, json, jl, 2000), 0);
     uint8_t rh[8];
-    char *out = NULL;
-    if (tern_io_read_all(fd, rh, 8, 3000) == 0) {
+    char *out = NULL; /* a frame over its limit may be cut off while we write it */
+    if (tern_io_write_all(fd, hdr, 9, 2000) == 0 && tern_io_write_all(fd, json, jl, 2000) == 0 &&
+        tern_io_read_all(fd, rh, 8, 3000) == 0) {
         uint64_t n = 0;
         for (int b = 7; b >= 0; b--)
             n = (n << 8) | rh[b];
-        if (n > 0 && n < 65536) {
+        if (n > 0 && n < (1u << 20)) {
             out = calloc(1, n + 1);
             if (tern_io_read_all(fd, out, n, 3000) != 0) {
                 free(out);
@@ -558,4 +557,70 @@ Test(hostile_control, stranger_warnings_are_rate_limited_with_a_count)
     tern_hs_server_stop(s);
     tern_auth_free(v.auth);
     unlink(v.secret_path);
+}
+
+/* A JSON object of exactly n bytes: {"p":"xxx..."}. */
+static char *json_of(size_t n)
+{
+    char *j = malloc(n + 1);
+    memset(j, 'x', n);
+    memcpy(j, "{\"p\":\"", 6);
+    memcpy(j + n - 2, "\"}", 2);
+    j[n] = '\0';
+    return j;
+}
+
+/* A request at its type's limit is answered; one byte more is dropped
+ * unanswered (the payload counts the type byte: JSON = limit - 1). */
+static void at_and_over(uint16_t port, int type, size_t limit)
+{
+    char *j = json_of(limit - 1);
+    char *r = raw_frame(port, type, j);
+    cr_assert(r && strstr(r + 1, "\"ok\""), "type %d at its limit %zu: %s", type, limit,
+              r ? r + 1 : "no reply");
+    free(r);
+    free(j);
+    j = json_of(limit);
+    r = raw_frame(port, type, j);
+    cr_assert_null(r, "type %d at %zu bytes (limit %zu) answered: %s", type, limit + 1, limit,
+                   r ? r + 1 : "");
+    free(j);
+}
+
+Test(hostile_control, request_limits_per_type)
+{
+    logcap l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char e2[512], name[64];
+    tern_hs_server *s;
+    tern_hs_options o = {.bind_host = "127.0.0.1", .handler = ok_handler, .arg = &l,
+                         .log = cap_log};
+    cr_assert_eq(tern_hs_server_start(&o, &s, e2, sizeof e2), 0, "%s", e2);
+    uint16_t port = tern_hs_server_port(s);
+    at_and_over(port, TERN_HS_CONNECTION, TERN_HS_LIMIT_CONNECTION);
+    at_and_over(port, TERN_HS_METADATA, TERN_HS_LIMIT_METADATA);
+    at_and_over(port, TERN_HS_NOTIFY, TERN_HS_LIMIT_NOTIFY);
+    at_and_over(port, TERN_HS_PROBE, TERN_HS_LIMIT_PROBE);
+    pthread_mutex_lock(&l.mu);
+    cr_assert(strstr(l.first, "above its limit"), "log: %s", l.first);
+    pthread_mutex_unlock(&l.mu);
+    /* nesting deeper than the limit is refused with a message */
+    char deep[128] = "";
+    for (int k = 0; k < TERN_HS_JSON_DEPTH + 2; k++)
+        strcat(deep, "[");
+    for (int k = 0; k < TERN_HS_JSON_DEPTH + 2; k++)
+        strcat(deep, "]");
+    char *r = raw_frame(port, TERN_HS_METADATA, deep);
+    cr_assert(r && strstr(r + 1, "reply_msg") && strstr(r + 1, "invalid JSON"), "%s",
+              r ? r + 1 : "-");
+    free(r);
+    /* our own client refuses to send a request over its limit, and says why */
+    snprintf(name, sizeof name, "127.0.0.1:%u", port);
+    char *j = json_of(TERN_HS_LIMIT_CONNECTION), *reply = NULL;
+    size_t rl = 0;
+    cr_assert_eq(tern_hs_request(name, TERN_HS_CONNECTION, j, strlen(j), &reply, &rl, 0, 2000,
+                                 2000, e2, sizeof e2),
+                 TERN_ERR_INVAL);
+    cr_assert(strstr(e2, "Connection request") && strstr(e2, "limit"), "%s", e2);
+    free(j);
+    tern_hs_server_stop(s);
 }
