@@ -1,7 +1,8 @@
 /* core/config.h: the engine's YAML configuration (libyaml), validated.
- * Owner: config.c.  Every error names file:line:col, the key path and what
- * was expected, e.g. "tern.yaml:7:5: transports[1].mtu: expected one of 256,
- * 512, 1024, 2048, 4096, got 9000". */
+ * Implemented in core/config/ (see config/cfg_internal.h for the parts; the
+ * keys are one table in config/schema.c).  Every error names file:line:col,
+ * the key path and what was expected, e.g. "tern.yaml:7:5: transports[1].mtu:
+ * expected one of 256, 512, 1024, 2048, 4096, got 9000". */
 #ifndef TERN_CORE_CONFIG_H
 #define TERN_CORE_CONFIG_H
 
@@ -56,7 +57,6 @@ typedef struct tern_config {
     uint64_t endpoint_cache;      /* 256 endpoints */
     int eviction;                 /* TERN_EVICT_* */
     char *auth_secret_file;       /* NULL: no authentication */
-    /* appended by config.c */
     size_t nplugin_path_env;      /* plugin_path[0..n) came from $TERN_PLUGIN_PATH
                                      (already merged: the loader needs not read it) */
     unsigned env_overrides;       /* TERN_CFG_ENV_* bits: what the environment decided */
@@ -76,9 +76,6 @@ int tern_config_load_yaml(const char *yaml, const char *origin, tern_config **ou
                           char *err, size_t errlen);
 void tern_config_free(tern_config *cfg);
 
-/* "<configured host>:0" into out (a free port on the same host). */
-void tern_config_ephemeral_name(const tern_config *cfg, char *out, size_t outlen);
-
 /* Replace server_name (validated like the YAML key). */
 int tern_config_set_server_name(tern_config *cfg, const char *name, char *err, size_t errlen);
 
@@ -96,7 +93,19 @@ const tern_cfg_kv *tern_config_transport_key(const tern_config *cfg, size_t idx,
 /* Parse "64K", "1M", "4096" -> bytes; returns 0 or TERN_ERR_INVAL. */
 int tern_parse_size(const char *text, uint64_t *out);
 
+/* A checked option value as an integer, read exactly as the validator read
+ * it: decimal ("-3", "010" is ten), a size ("64K", "1MiB", "100B") or a
+ * boolean word (1/0).  For the host services that hand values to plugins. */
+int tern_config_parse_int(const char *text, int64_t *out);
+
 /* The resolved configuration as JSON text (malloc()ed), for tern-info. */
 char *tern_config_to_json(const tern_config *cfg);
+
+/* The same as a json-c object, and the key table (key, type, accepts, min,
+ * max, choices, default, env, help per key) as a json-c array; the caller
+ * owns both (json_object_put). */
+struct json_object;
+struct json_object *tern_config_json(const tern_config *cfg);
+struct json_object *tern_config_schema_json(void);
 
 #endif

@@ -27,6 +27,7 @@
 
 #include "auth.h"
 #include "desc.h"
+#include "fileio.h"
 #include "util.h"
 
 typedef void (*tern_logfn)(void *, int, const char *, ...);
@@ -170,42 +171,10 @@ static const char *host_config_get(void *host, const char *key)
     return kv->nitems ? kv->items[0] : NULL;
 }
 
-/* "4096", "-3", "64K", "1M", "2G", "1T", "true"/"false".  0 on success. */
+/* "4096", "-3", "64K", "true": read as the configuration validator read it. */
 static int parse_int(const char *s, int64_t *out)
 {
-    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
-    for (size_t i = 0; i < 3; i++) {
-        if (strcasecmp(s, yes[i]) == 0)
-            return *out = 1, 0;
-        if (strcasecmp(s, no[i]) == 0)
-            return *out = 0, 0;
-    }
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (errno || end == s)
-        return -1;
-    int shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    case '\0': break;
-    default: return -1;
-    }
-    if (shift) {
-        end++;
-        if (toupper((unsigned char)*end) == 'I')
-            end++;
-        if (toupper((unsigned char)*end) == 'B')
-            end++;
-        if (*end || v > (INT64_MAX >> shift) || v < (INT64_MIN >> shift))
-            return -1;
-        v *= (long long)1 << shift;
-    }
-    *out = v;
-    return 0;
+    return tern_config_parse_int(s, out) == 0 ? 0 : -1;
 }
 
 static int64_t host_config_get_int(void *host, const char *key, int64_t fallback)
@@ -603,6 +572,9 @@ static tern_load_outcome check_symbol(tern_plugin *p, const tern_transport *t, s
 /* dlopen + dlsym + check_symbol.  On success p->dl and p->ops are set. */
 static tern_load_outcome plugin_open(tern_plugin *p)
 {
+    char why[768];
+    if (tern_file_check_regular(p->path, why, sizeof why) < 0) /* a FIFO would block dlopen */
+        return FAIL(p, TERN_LOAD_DLOPEN, "transport '%s': %s", p->name, why);
     dlerror();
     void *dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
@@ -644,12 +616,12 @@ static int read_numa_node(const char *root, const char *rel)
     if (!rel[0])
         return -1;
     bounded_fmt(path, sizeof path, "%s/%s/numa_node", root, rel);
-    FILE *f = fopen(path, "r");
+    char *text = NULL; /* under the configured sysfs root: never block on it */
     int node = -1;
-    if (f) {
-        if (fscanf(f, "%d", &node) != 1)
+    if (tern_file_read_capped(path, 32, &text, NULL, NULL, 0) == 0) {
+        if (sscanf(text, "%d", &node) != 1)
             node = -1;
-        fclose(f);
+        free(text);
     }
     return node < -1 ? -1 : node;
 }
@@ -817,7 +789,7 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
         tern_plugin *p = &set->plugins[i];
         const char *name = cfg->transports[i].name;
         if (!name || !name[0] || strchr(name, '/') || strlen(name) >= TERN_NAME_MAX) {
-            /* config.c refuses these; the loader must not build paths from them */
+            /* the configuration loader refuses these; never build paths from them */
             p->outcome = TERN_LOAD_NOT_FOUND;
             bounded_fmt(p->message, sizeof p->message, "transports[%zu]: invalid name '%.64s'", i,
                      name ? name : "");
@@ -830,7 +802,7 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
             continue;
         }
         /* A YAML mistake is the user's to fix, required or not: never let it
-         * silently drop a transport (issue 2: "never silently ignored"). */
+         * silently drop a transport. */
         if (p->required || p->outcome == TERN_LOAD_BAD_OPTION) {
             for (size_t j = i + 1; j < set->n; j++)
                 bounded_fmt(set->plugins[j].message, sizeof set->plugins[j].message,

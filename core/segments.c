@@ -168,8 +168,7 @@ int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char 
     const char *to = rc ? NULL : t->xports[s->xport].pl->name;
     pthread_rwlock_unlock(&s->lock);
     if (rc)
-        return tern_errf(err, errlen, rc, "%s cannot reach %s and %s", t->xports[xport].pl->name,
-                         s->name, why);
+        return tern_errf(err, errlen, rc, "%s", why);
     tern_log((void *)t->cfg, TERN_LOG_WARN, "segment %s: %s cannot reach it, using %s",
              s->name, t->xports[xport].pl->name, to);
     return 0;

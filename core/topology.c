@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fileio.h"
 #include "util.h"
 
 #define TOPO_LOC_MAX 64
@@ -206,19 +207,15 @@ static int topo_device_node(const char *root, const tern_device_info *dev)
         return -1;
     char path[4096];
     snprintf(path, sizeof(path), "%s/%.256s/numa_node", root, dev->sysfs_path);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char *buf = NULL; /* under the configured sysfs root: never block on it */
+    if (tern_file_read_capped(path, 32, &buf, NULL, NULL, 0) != 0)
         return -1;
-    char buf[32] = {0};
-    size_t got = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[got] = '\0';
     char *end;
     errno = 0;
     long v = strtol(buf, &end, 10);
-    if (end == buf || errno || v < 0 || v > 65535)
-        return -1;
-    return (int)v;
+    int bad = end == buf || errno || v < 0 || v > 65535;
+    free(buf);
+    return bad ? -1 : (int)v;
 }
 
 static int topo_allowed(const char *name, const char *const *allow, size_t nallow)
@@ -500,7 +497,7 @@ int tern_topology_restrict(tern_topology *t, const char *const *allow, size_t na
     if (left == 0)
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "topology: the device allow-list keeps none of the matrix's devices "
-                         "(first allowed name is '%s'); check device_allow",
+                         "(first allowed name is '%s'); check the configuration's devices: list",
                          allow[0] ? allow[0] : "");
     return 0;
 }

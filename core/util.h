@@ -5,6 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A function of the public API (tern/tern.h); everything else is hidden. */
+#ifndef TERN_EXPORT
+#define TERN_EXPORT __attribute__((visibility("default")))
+#endif
+
 /* Write a formatted message into err (if err && errlen); returns code. */
 int tern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

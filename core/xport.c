@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "topology_load.h"
 #include "util.h"
 
 #define DEVICE_HOLD_MS 500u       /* first hold time of a failed device */
@@ -18,26 +19,6 @@ static uint64_t slice_size_of(const tern_config *c, const tern_plugin *p)
     if (p->ops->default_slice_size)
         return p->ops->default_slice_size;
     return c->slice_size ? c->slice_size : 65536;
-}
-
-static int topology_of(const tern_config *c, tern_xport *x, char *err, size_t errlen)
-{
-    const tern_plugin *p = x->pl;
-    if (c->topology && *c->topology && strcmp(c->topology, "auto") != 0) {
-        char *json = NULL;
-        size_t len = 0;
-        int rc = tern_read_file(c->topology, &json, &len, err, errlen);
-        if (rc)
-            return rc;
-        rc = tern_topology_from_json(json, p->devices, p->ndevices, c->select_policy, &x->topo,
-                                     err, errlen);
-        free(json);
-        return rc;
-    }
-    return tern_topology_discover(c->topology_sysfs_root ? c->topology_sysfs_root : "/sys",
-                                  p->devices, p->ndevices,
-                                  (const char *const *)c->device_allow, c->ndevice_allow,
-                                  c->select_policy, &x->topo, err, errlen);
 }
 
 static void close_cb(void *arg, void *ep)
@@ -63,7 +44,7 @@ int tern_xport_init(tern_xport *x, struct tern_engine *eng, int index, const ter
     x->slice_size = slice_size_of(cfg, p);
     pthread_mutex_init(&x->conn_lock, NULL);
     pthread_cond_init(&x->conn_cond, NULL);
-    int rc = topology_of(cfg, x, err, errlen);
+    int rc = tern_topology_load(cfg, p->devices, p->ndevices, &x->topo, err, errlen);
     if (rc)
         return rc;
     x->eps = tern_epstore_create(cfg->endpoint_cache ? cfg->endpoint_cache : 256, cfg->eviction,

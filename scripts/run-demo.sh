@@ -2,7 +2,8 @@
 # scripts/run-demo.sh BUILD_DIR: what `make run` does after building.
 #
 # Starts a tern-bench target and a tern-bench initiator on loopback with
-# config/tern.yaml (TCP transport, p2p metadata), moves data both ways for a
+# config/tern.yaml minus its shm entry (so the demo shows what it promises:
+# data over TCP; p2p metadata), moves data both ways for a
 # few seconds with --verify (every byte checked), prints the summaries, stops
 # the target and exits 0.  Nothing else needs starting.  The target gets the
 # config's server name (127.0.0.1:12001) when that port is free, otherwise a
@@ -13,13 +14,17 @@ set -eu
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH="$BUILD/bin/tern-bench"
-CONFIG="$ROOT/config/tern.yaml"
+SHIPPED="$ROOT/config/tern.yaml"
 SECS=${TERN_DEMO_SECONDS:-3}
 
 [ -x "$BENCH" ] || { echo "run-demo: $BENCH not found; build first (make build)" >&2; exit 1; }
-[ -f "$CONFIG" ] || { echo "run-demo: $CONFIG not found" >&2; exit 1; }
+[ -f "$SHIPPED" ] || { echo "run-demo: $SHIPPED not found" >&2; exit 1; }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tern-demo.XXXXXX")
+# The shipped configuration lists shm first (two engines on one host would
+# use it); the demo moves its bytes over TCP, so it drops that one entry.
+CONFIG="$WORK/tern-tcp.yaml"
+grep -v '^  - name: shm$' "$SHIPPED" >"$CONFIG"
 TARGET_PID=
 
 cleanup() {
@@ -40,6 +45,8 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT INT TERM
+grep -q '^  - name: tcp$' "$CONFIG" && ! grep -q 'name: shm' "$CONFIG" ||
+    { echo "run-demo: cannot derive a TCP-only configuration from $SHIPPED" >&2; exit 1; }
 
 # The configured handshake port if it is free, else an ephemeral one.
 NAME=$(sed -n 's/^server_name:[ ]*"\{0,1\}\([^" #]*\).*/\1/p' "$CONFIG" | head -n 1)

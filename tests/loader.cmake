@@ -31,6 +31,7 @@ tern_test_plugin(nodevice nodevice "" TP_NO_DEVICE)
 tern_test_plugin(zerodev zerodev "" TP_ZERO_DEVICES)
 tern_test_plugin(nosym nosym "" TP_NO_SYMBOL)
 tern_test_plugin(wrongname other "")
+tern_test_plugin(strerror strerror "" TP_CALL_STRERROR)
 tern_test_plugin(order order order_a TP_VERSION="A")
 tern_test_plugin(order order order_b TP_VERSION="B")
 
@@ -54,6 +55,10 @@ if(TARGET tern-info)
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_tern_info.sh
                    ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(test_tern_info PROPERTIES TIMEOUT 120)
+  # docs/configuration.md's key table is tern-info --schema-markdown's output.
+  add_test(NAME test_config_doc
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_config_doc.sh
+                   ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   add_test(NAME test_install
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_install.sh
                    ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})

@@ -1,4 +1,4 @@
-/* tests/test_config.c: the YAML configuration (core/config.c).
+/* tests/test_config.c: the YAML configuration (core/config/).
  *
  * Defaults, the environment and its precedence, every error class with its
  * exact message (origin:line:col: key.path: expected ..., got ...), option
@@ -69,20 +69,25 @@ Test(config, embedded_default_is_config_tern_yaml)
     char *text = NULL, err[256];
     cr_assert_eq(tern_read_file(SHIPPED("tern.yaml"), &text, NULL, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(tern_config_default_yaml(), text,
-                     "config/tern.yaml and the text compiled into config.c differ");
+                     "config/tern.yaml and the text compiled into core/config/load.c differ");
     free(text);
 }
 
-static void assert_defaults(const tern_config *cfg)
+/* The built-in defaults, with the given transports (names, in order; none
+ * with a path, required or keys): tcp alone for a file without
+ * `transports`, shm then tcp for the shipped config/tern.yaml. */
+static void assert_defaults_with(const tern_config *cfg, const char *const *xp, size_t nxp)
 {
     cr_assert_str_eq(cfg->server_name, "127.0.0.1:12001");
     cr_assert_str_eq(cfg->metadata, "p2p");
     cr_assert_str_eq(cfg->cluster_id, "default");
-    cr_assert_eq(cfg->ntransports, 1);
-    cr_assert_str_eq(cfg->transports[0].name, "tcp");
-    cr_assert_null(cfg->transports[0].path);
-    cr_assert_eq(cfg->transports[0].required, 0);
-    cr_assert_eq(cfg->transports[0].nkv, 0);
+    cr_assert_eq(cfg->ntransports, nxp);
+    for (size_t i = 0; i < nxp; i++) {
+        cr_assert_str_eq(cfg->transports[i].name, xp[i]);
+        cr_assert_null(cfg->transports[i].path);
+        cr_assert_eq(cfg->transports[i].required, 0);
+        cr_assert_eq(cfg->transports[i].nkv, 0);
+    }
     cr_assert_eq(cfg->nplugin_path, 0);
     cr_assert_str_eq(cfg->topology, "auto");
     cr_assert_str_eq(cfg->topology_sysfs_root, "/sys");
@@ -100,13 +105,25 @@ static void assert_defaults(const tern_config *cfg)
     cr_assert_eq(cfg->env_overrides, 0);
 }
 
+static void assert_defaults(const tern_config *cfg)
+{
+    static const char *const tcp[] = {"tcp"};
+    assert_defaults_with(cfg, tcp, 1);
+}
+
+static void assert_shipped_defaults(const tern_config *cfg)
+{
+    static const char *const shm_tcp[] = {"shm", "tcp"};
+    assert_defaults_with(cfg, shm_tcp, 2);
+}
+
 Test(config, no_path_no_env_gives_embedded_default)
 {
     char err[256] = "";
     tern_config *cfg = NULL;
     cr_assert_eq(tern_config_load_file(NULL, &cfg, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(cfg->origin, "<embedded>");
-    assert_defaults(cfg);
+    assert_shipped_defaults(cfg);
     tern_config_free(cfg);
 }
 
@@ -205,10 +222,11 @@ Test(config, metadata_uris)
 {
     const char *good[] = {"p2p", "redis://127.0.0.1:6379", "redis://redis.local:6379/3",
                           "etcd://127.0.0.1:2379", "etcd://a:1,b:2,[::1]:3",
-                          "http://127.0.0.1:8080/tern", "http://meta.local", "https://m:443/x/y"};
+                          "http://127.0.0.1:8080/tern", "http://meta.local", "http://m:80/x/y"};
     const char *bad[] = {"P2P", "redis://", "redis://host", "redis://host:6379/",
                          "redis://host:6379/x", "etcd://a:1,", "etcd://a:1,,b:2",
-                         "http://", "http://h:99999/x", "mysql://h:1", "http://h/a b"};
+                         "http://", "http://h:99999/x", "mysql://h:1", "http://h/a b",
+                         "https://m:443/x/y"};
     char yaml[256], msg[512];
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(yaml, sizeof yaml, "metadata: \"%s\"\n", good[i]);
@@ -804,7 +822,7 @@ static tern_config *load_shipped(const char *path)
 Test(config, shipped_tern_yaml)
 {
     tern_config *cfg = load_shipped(SHIPPED("tern.yaml"));
-    assert_defaults(cfg);
+    assert_shipped_defaults(cfg);
     tern_config_free(cfg);
 }
 

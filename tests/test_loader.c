@@ -320,7 +320,7 @@ Test(loader, not_found_lists_every_path_in_search_order)
     setenv("TERN_PLUGIN_PATH", "/nonexistent/env1::/nonexistent/env2", 1);
     tcfg c;
     cfg_init(&c);
-    /* config.c folds TERN_PLUGIN_PATH into plugin_path: no double listing */
+    /* the configuration loader folds TERN_PLUGIN_PATH into plugin_path: no double listing */
     cfg_dir(&c, "/nonexistent/env1");
     cfg_dir(&c, "/nonexistent/cfg");
     cfg_add(&c, "nosuch", NULL, 0);
@@ -471,7 +471,7 @@ Test(loader, default_dir_is_next_to_the_core)
     cr_assert_str_eq(tern_plugin_default_dir(), want);
 }
 
-/* ---- YAML end to end (config.c) ------------------------------------------------ */
+/* ---- YAML end to end (core/config/) --------------------------------------------- */
 
 static int load_yaml(const char *yaml, tern_config **cfg, tern_plugin_set *set, char *err,
                      size_t errlen)

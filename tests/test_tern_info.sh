@@ -87,4 +87,74 @@ echo "test_tern_info: ok: $(grep 'no transport' "$tmp/peer.txt")"
 kill $tpid; wait $tpid 2>/dev/null || true
 
 "$info" --bogus >/dev/null 2>&1 && fail "unknown argument accepted"
+
+# Files the configuration names, checked as the engine checks them: each bad
+# input ends with ONE line on stderr and a non-zero exit.  `timeout 10` is a
+# "does not hang" bound: a blocking open() of the FIFO would hit it (exit
+# 124), which fails the test.  The seconds each run took are printed.
+mkfifo "$tmp/fifo"
+mkdir "$tmp/dir"
+printf 12345 >"$tmp/s5"
+head -c 5000 /dev/zero | tr '\0' k >"$tmp/s5000"
+printf '{"cpu:0": [' >"$tmp/bad.json"
+# expect_bad <expected exit> <text expected on stderr> <tern-info args...>
+expect_bad() {
+    want=$1 part=$2
+    shift 2
+    rc=0
+    t0=$(date +%s.%N)
+    timeout 10 "$info" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    t1=$(date +%s.%N)
+    [ "$rc" -eq "$want" ] || fail "$*: exit $rc, expected $want: $(cat "$tmp/err")"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line on stderr: $(cat "$tmp/err")"
+    grep -qF -- "$part" "$tmp/err" || fail "$*: expected '$part' in: $(cat "$tmp/err")"
+    echo "test_tern_info: ok ($(echo "$t1 - $t0" | bc) s, exit $rc): $(cat "$tmp/err")"
+}
+expect_bad 2 "a FIFO, not a regular file" --config "$tmp/fifo"
+expect_bad 2 "a character device, not a regular file" --config /dev/zero
+expect_bad 2 "Is a directory" --config "$tmp/dir"
+expect_bad 2 "No such file or directory" --config "$tmp/missing.yaml"
+for input in fifo:"a FIFO, not a regular file" /dev/zero:"a character device, not a regular file" \
+             dir:"Is a directory" missing:"No such file or directory" \
+             s5:"the shared secret is 5 bytes" s5000:"the shared secret is 5000 bytes"; do
+    f=${input%%:*} part=${input#*:}
+    case $f in /*) ;; *) f=$tmp/$f ;; esac
+    printf 'auth_secret_file: "%s"\n' "$f" >"$tmp/secret.yaml"
+    expect_bad 1 "$part" --json --config "$tmp/secret.yaml"
+    "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] is False and d["error"], d' \
+        "$tmp/out" || fail "secret $f: the report does not say it failed"
+done
+for input in fifo:"a FIFO, not a regular file" /dev/zero:"a character device, not a regular file" \
+             dir:"Is a directory" missing:"No such file or directory" bad.json:"bad.json"; do
+    f=${input%%:*} part=${input#*:}
+    case $f in /*) ;; *) f=$tmp/$f ;; esac
+    printf 'topology: "%s"\n' "$f" >"$tmp/topo.yaml"
+    expect_bad 1 "$part" --config "$tmp/topo.yaml"
+done
+
+# A plugin that calls tern_strerror() loads in every tool: the tools link
+# libtern.so, which exports it (a static copy of the core would hide it and
+# dlopen would fail with "undefined symbol: tern_strerror").
+so=$2/tests/plugins/libtern-strerror.so
+[ -f "$so" ] || fail "$so not built"
+printf 'server_name: 127.0.0.1:0\ntransports:\n  - name: strerror\n    path: %s\n    required: true\n  - name: tcp\n' \
+    "$so" >"$tmp/strerror.yaml"
+"$info" --json --config "$tmp/strerror.yaml" >"$tmp/se.json" 2>"$tmp/err" ||
+    fail "tern-info with a plugin calling tern_strerror: $(cat "$tmp/err")"
+"$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["transports"][0]; assert t["name"]=="strerror" and t["loaded"], t' \
+    "$tmp/se.json" || fail "tern-info: the strerror plugin did not load"
+echo "test_tern_info: ok: tern-info loads a plugin that calls tern_strerror"
+TERN_LOG_LEVEL=warn "$bench" --mode target --config "$tmp/strerror.yaml" --buffer-size 1M \
+    >"$tmp/se-target.out" 2>"$tmp/se-target.err" &
+spid=$!
+trap 'kill $spid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+up=
+for _ in $(seq 300); do
+    grep -q '^tern-bench target ready:' "$tmp/se-target.out" && { up=1; break; }
+    kill -0 $spid 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$up" ] || fail "tern-bench with a plugin calling tern_strerror: $(cat "$tmp/se-target.err")"
+kill $spid; wait $spid 2>/dev/null || true
+echo "test_tern_info: ok: tern-bench loads a plugin that calls tern_strerror"
 echo "test_tern_info: all passed"

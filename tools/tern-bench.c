@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "ephemeral_name.h"
 #include "tern/tern.h"
 
 typedef struct opts {
@@ -195,6 +195,26 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 /* ---- engine with an optional server_name override ------------------------- */
 
+/* "<configured host>:0" from the resolved configuration (the file is read
+ * through the library, so $TERN_CONFIG and the embedded default apply). */
+static int ephemeral_name(const char *config, char *out, size_t outlen, char *err,
+                          size_t errlen)
+{
+    char *text = NULL;
+    int rc = tern_config_describe(config, TERN_DESCRIBE_CONFIG_ONLY, &text, err, errlen);
+    if (rc < 0)
+        return rc;
+    json_object *o = json_tokener_parse(text), *cfg = NULL, *sn = NULL;
+    free(text);
+    const char *name = "127.0.0.1:12001";
+    if (json_object_object_get_ex(o, "config", &cfg) &&
+        json_object_object_get_ex(cfg, "server_name", &sn))
+        name = json_object_get_string(sn);
+    tool_ephemeral_name(name, out, outlen);
+    json_object_put(o);
+    return 0;
+}
+
 /* The engine of the config (--config, else $TERN_CONFIG, else the embedded
  * default) under --server-name; an initiator without one takes a free port
  * on the configured host, so it runs beside a target holding that port. */
@@ -203,13 +223,10 @@ static tern_engine *make_engine(const opts *o, int initiator)
     char err[2048] = "", p0[300];
     const char *sn = o->server_name;
     if (!sn && initiator) {
-        tern_config *cfg = NULL;
-        if (tern_config_load_file(o->config, &cfg, err, sizeof err) < 0) {
+        if (ephemeral_name(o->config, p0, sizeof p0, err, sizeof err) < 0) {
             fprintf(stderr, "tern-bench: %s\n", err);
             return NULL;
         }
-        tern_config_ephemeral_name(cfg, p0, sizeof p0);
-        tern_config_free(cfg);
         sn = p0;
     }
     tern_engine *e = tern_engine_create_as(o->config, sn, err, sizeof err);

@@ -71,8 +71,8 @@ int tern_cut_check_remote(tern_segment *seg, const tern_request *r, char *msg, s
     unsigned long long gen = (unsigned long long)seg->desc_gen;
     pthread_rwlock_unlock(&seg->lock);
     return tern_errf(msg, msglen, TERN_ERR_RANGE,
-                     "remote address 0x%llx (+%llu bytes) is not inside the registered buffers "
-                     "of segment %s (descriptor refetched, generation %llu)",
+                     "remote address 0x%llx (+%llu bytes) is not inside any registration of "
+                     "segment %s (its descriptor refetched: generation %llu)",
                      (unsigned long long)r->remote, (unsigned long long)r->length, seg->name,
                      gen);
 }

@@ -86,6 +86,19 @@ static int by_endpoint(const void *a, const void *b)
 
 /* ---- route failures ------------------------------------------------------------------ */
 
+/* The transport cannot reach cs's peer (msg: its reason): move the peer to
+ * the next common transport.  0, or cs was failed with that reason when
+ * none is left. */
+static int fall_back(tern_engine *e, tern_cslice *cs, const char *msg)
+{
+    char why[768], text[1024];
+    if (tern_segment_unreachable(&e->segs, cs->seg, cs->x->index, why, sizeof why) == 0)
+        return 0;
+    snprintf(text, sizeof text, "%s; no other transport to fall back to (%s)", msg, why);
+    tern_cslice_fail(cs, TERN_ERR_UNREACHABLE, text);
+    return -1;
+}
+
 static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *err)
 {
     if (rc == TERN_ROUTE_SEG_CLOSED) {
@@ -99,11 +112,8 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
     cs->s.ep = NULL;
     tern_heal h = tern_heal_class(rc);
     if (h == TERN_HEAL_FALLBACK) {
-        char why[768];
-        if (tern_segment_unreachable(&e->segs, cs->seg, cs->x->index, why, sizeof why) == 0)
+        if (fall_back(e, cs, err) == 0)
             tern_dpq_push(e->dp, cs, 0); /* the next transport: no attempt spent */
-        else
-            tern_cslice_fail(cs, TERN_ERR_NO_TRANSPORT, why);
         return;
     }
     if (h == TERN_HEAL_PEER) /* an attempt on the peer failed: back off, share it */
@@ -278,10 +288,9 @@ static int work_heal(tern_engine *e, tern_cslice *cs)
     }
     if (cs->unreach) {
         cs->unreach = 0;
-        if (tern_segment_unreachable(&e->segs, cs->seg, cs->x->index, why, sizeof why) != 0) {
-            tern_cslice_fail(cs, TERN_ERR_NO_TRANSPORT, why);
+        if (fall_back(e, cs, cs->s.errmsg[0] ? tern_xport_msg(cs->x, cs->s.errmsg)
+                                              : "the transport cannot reach the peer") != 0)
             return -1;
-        }
     }
     return 0;
 }

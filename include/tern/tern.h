@@ -57,6 +57,32 @@ const char *tern_engine_server_name(const tern_engine *engine);
 /* Message for the calling thread's last failure on this engine ("" if none). */
 const char *tern_engine_last_error(const tern_engine *engine);
 
+/* ---- describing a configuration --------------------------------------- */
+
+/* What tern_engine_create(path, ...) would be made of, without starting
+ * anything (no daemon, no port, no metadata backend), as JSON text in
+ * *json_out (caller frees with free()): the resolved configuration
+ * ("config"), every configured transport with its load outcome, options,
+ * devices and topology ("transports"), the shared secret check ("auth"),
+ * "ok" and "error".  The checks are the engine's own: what fails here makes
+ * tern_engine_create fail too.
+ *
+ * Returns 0 when the engine could be created from it.  An invalid
+ * configuration returns TERN_ERR_CONFIG with *json_out NULL; a transport,
+ * topology or secret that fails returns its error with *json_out still set
+ * (the report shows every outcome).  The reason is in err either way.
+ *
+ * flags: TERN_DESCRIBE_VERBOSE logs the loader down to debug on stderr;
+ * TERN_DESCRIBE_CONFIG_ONLY stops after the configuration ({"config": ...},
+ * no transport is loaded); TERN_DESCRIBE_SCHEMA returns instead
+ * {"keys": [...]}, the table of configuration keys (key, type, accepts,
+ * min, max, choices, default, env, help), and ignores path. */
+#define TERN_DESCRIBE_VERBOSE 1u
+#define TERN_DESCRIBE_SCHEMA 2u
+#define TERN_DESCRIBE_CONFIG_ONLY 4u
+int tern_config_describe(const char *path, unsigned flags, char **json_out,
+                         char *err, size_t errlen);
+
 /* ---- memory ----------------------------------------------------------- */
 
 /* Register [addr, addr+len) with every loaded transport and publish it.

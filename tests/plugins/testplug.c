@@ -11,6 +11,8 @@
  *   TP_ZERO_DEVICES      devices() finds nothing
  *   TP_NO_SYMBOL         exports the table under another name
  *   TP_USE_DEP           calls into libterntestdep.so
+ *   TP_CALL_STRERROR     calls tern_strerror() from init: it loads only in a
+ *                        process whose libtern.so exports it (every tool)
  * The working variant answers query("get:KEY" / "int:KEY" / "list:KEY:I" /
  * "server" / "timeout" / "sysfs") through the host services, so the test
  * can check what the loader handed over; fini appends "fini <name>" to the
@@ -45,6 +47,10 @@ static int tp_init(const tern_host_services *host, void **ctx, char *err, size_t
 {
 #ifdef TP_USE_DEP
     if (tern_testdep_value() != 42)
+        return TERN_ERR_INVAL;
+#endif
+#ifdef TP_CALL_STRERROR
+    if (strcmp(tern_strerror(TERN_ERR_INVAL), "TERN_ERR_INVAL") != 0)
         return TERN_ERR_INVAL;
 #endif
 #ifdef TP_INIT_FAIL
@@ -102,7 +108,11 @@ static int tp_devices(void *ctx, tern_device_info *out, int max)
     snprintf(out[1].name, sizeof out[1].name, "tp1");
     out[1].numa_node = 0;
     out[1].lid = 7;
+#ifdef TP_CALL_STRERROR /* runs in a real engine (tern-bench): a GID it accepts */
+    snprintf(out[1].gid, sizeof out[1].gid, "fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:07");
+#else
     snprintf(out[1].gid, sizeof out[1].gid, "fe80::7");
+#endif
     return 2;
 #endif
 }

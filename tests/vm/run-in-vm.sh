@@ -13,7 +13,11 @@
 # /dev/shm are writable in the guest ($TERN_VM_OUT names OUTDIR there).
 #
 # CMD's output is printed; the exit status is CMD's.  Files left in OUTDIR:
-# cmd.sh, output.log, rc, devinfo.txt, guest.log, console.log.
+# cmd.sh, output.log, rc, devinfo.txt, guest.log, console.log (and
+# kvm-probe.log when KVM was tried).
+#
+# Accelerator: KVM when a probe guest really boots under it, else TCG (the
+# reason is printed either way); TERN_VM_ACCEL=kvm or tcg forces one.
 # Environment passed into the guest: TERN_* variables and LD_LIBRARY_PATH.
 #
 # Exit codes: CMD's status; 77 when the VM cannot run here (no qemu, no
@@ -63,7 +67,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 case $out in *[[:space:]]*) echo "vm: OUTDIR must not contain spaces: $out"; exit 2 ;; esac
 case $src$PWD in *[[:space:]]*) echo "vm: SKIP: the source or working directory contains spaces (kernel command line): $src $PWD"; exit 77 ;; esac
-rm -f "$out/rc" "$out/output.log" "$out/guest.log" "$out/console.log" "$out/devinfo.txt"
+rm -f "$out/rc" "$out/output.log" "$out/guest.log" "$out/console.log" "$out/devinfo.txt" \
+      "$out/kvm-probe.log"
 
 # The command, run by the guest's /bin/sh: same directory, same arguments.
 {
@@ -88,8 +93,36 @@ cp "$kdir"/modules/*.ko "$initrd_dir/modules/"
 (cd "$initrd_dir" && find . | cpio -o -H newc --quiet | gzip -1) > "$initrd_dir.cpio.gz"
 mv "$initrd_dir.cpio.gz" "$initrd_dir/initrd.gz"
 
-accel=tcg
-[ -w /dev/kvm ] && accel=kvm
+# The accelerator is chosen by trying it, never by the mere presence of
+# /dev/kvm: some hosts have a /dev/kvm that opens but cannot run this guest
+# (no vmx/svm exposed; qemu then dies on an MSR assertion).  The probe boots
+# the same kernel under KVM with no initrd: it prints its banner and panics
+# at once when KVM works.  TERN_VM_ACCEL=kvm|tcg forces one (debugging).
+probe_kvm() {
+  [ -e /dev/kvm ] || { accel_why="no /dev/kvm"; return 1; }
+  [ -w /dev/kvm ] || { accel_why="/dev/kvm is not writable"; return 1; }
+  local log="$out/kvm-probe.log"
+  # In the background so that bash does not print "Aborted" when qemu dies.
+  timeout -k 2 30 "$qemu" -machine q35,accel=kvm -cpu max -m 256 -smp 1 \
+    -nographic -no-reboot -nic none -monitor none -serial stdio \
+    -kernel "$kdir/vmlinuz" -append "console=ttyS0 panic=-1 loglevel=4" \
+    < /dev/null > "$log" 2>&1 &
+  wait $! || true
+  if grep -q "Linux version" "$log"; then
+    accel_why="a probe guest booted under KVM"
+    return 0
+  fi
+  accel_why="/dev/kvm is there but a probe guest did not boot under it: $(grep -m1 -iE 'error|assert|fail' "$log" || tail -n 1 "$log")"
+  return 1
+}
+
+case ${TERN_VM_ACCEL:-auto} in
+  kvm) accel=kvm; accel_why="forced by TERN_VM_ACCEL=kvm" ;;
+  tcg) accel=tcg; accel_why="forced by TERN_VM_ACCEL=tcg" ;;
+  auto) if probe_kvm; then accel=kvm; else accel=tcg; fi ;;
+  *) echo "vm: TERN_VM_ACCEL must be kvm, tcg or auto, not '$TERN_VM_ACCEL'"; exit 2 ;;
+esac
+echo "vm: accelerator $accel ($accel_why)"
 start=$(date +%s.%N)
 set +e
 timeout --foreground -k 5 "$timeout_s" "$qemu" \
@@ -112,7 +145,7 @@ if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
   exit 124
 fi
 if [ ! -s "$out/rc" ]; then
-  echo "vm: the guest stopped before the command finished (qemu exit $qrc, ${wall}s); logs:"
+  echo "vm: the guest stopped before the command finished (qemu exit $qrc, ${wall}s, accel $accel: $accel_why); logs:"
   for f in guest.log console.log; do
     [ -f "$out/$f" ] && tail -n 30 "$out/$f" | sed "s/^/vm: $f: /"
   done

@@ -1,0 +1,528 @@
+/* transports/shm/shm.c: the same-host transport ("shm").
+ *
+ * Two engines on one host move bytes with ONE copy between their
+ * registered memory: the initiator calls process_vm_writev (WRITE) or
+ * process_vm_readv (READ) on the target process (cross-memory attach), in
+ * chunks spread over a pool of worker threads, so one large request uses
+ * several cores.  Nothing runs in the target: it only keeps, in its own
+ * memory, the table of its current registrations and its handshake proofs,
+ * which the initiator reads the same way.
+ *
+ * Reachability is proven before an endpoint is used: same boot, same pid
+ * namespace, the pid still held by the process that published it (start
+ * time), its table at the published address with its random instance, and a
+ * fresh nonce of ours that the peer wrote into its own table during the
+ * handshake (only the process that answered our handshake can show it).
+ * When any of that fails (or the kernel refuses access: ptrace scope, other
+ * user, no CAP_SYS_PTRACE) ep_open/ep_connect return TERN_ERR_UNREACHABLE
+ * with the cause and the fix, logged once, and the core moves the peer to
+ * the next transport both sides share.  The protocol is in
+ * docs/protocol.md, "Same-host transport". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "shm_internal.h"
+
+#define MAX_WORKERS 64
+#define AUTO_WORKERS_MAX 8
+
+static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* One WARN line per distinct cause, so a peer that shm cannot reach costs
+ * one log line and not one per slice. */
+static int unreachable(shm_ctx *ctx, int rc, const char *err)
+{
+    if (rc != TERN_ERR_UNREACHABLE)
+        return rc;
+    pthread_mutex_lock(&ctx->log_lock);
+    int fresh = strcmp(ctx->last_unreachable, err) != 0;
+    if (fresh)
+        snprintf(ctx->last_unreachable, sizeof ctx->last_unreachable, "%s", err);
+    pthread_mutex_unlock(&ctx->log_lock);
+    if (fresh) /* the host's log names the transport already */
+        ctx->host->log(ctx->host->host, TERN_LOG_WARN,
+                       "%s; falling back to the next transport both sides share",
+                       strncmp(err, "shm: ", 5) == 0 ? err + 5 : err);
+    return rc;
+}
+
+/* ---- init / fini / devices ------------------------------------------------------ */
+
+static int auto_workers(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > AUTO_WORKERS_MAX ? AUTO_WORKERS_MAX : (int)n;
+}
+
+static int shm_init(const tern_host_services *host, void **out, char *err, size_t errlen)
+{
+    if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
+        return ferr(err, errlen, TERN_ERR_NOT_SUPPORTED,
+                    "shm: the core offers no complete() host service (ABI 1.1 needed)");
+    shm_ctx *ctx = host->alloc(sizeof *ctx);
+    if (!ctx)
+        return ferr(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for the context");
+    memset(ctx, 0, sizeof *ctx);
+    ctx->host = host;
+    int64_t w = host->config_get_int(host->host, "workers", 0);
+    ctx->workers = w <= 0 ? auto_workers() : w > MAX_WORKERS ? MAX_WORKERS : (int)w;
+    int64_t chunk = host->config_get_int(host->host, "chunk_size", 256 << 10);
+    ctx->chunk = chunk < 4096 ? 4096 : (uint64_t)chunk;
+    int64_t cap = host->config_get_int(host->host, "max_registrations", 4096);
+    pthread_mutex_init(&ctx->log_lock, NULL);
+    int rc = shm_local_init(&ctx->local, cap < 1 ? 1 : (uint64_t)cap, err, errlen);
+    if (rc == 0)
+        rc = shm_ident_self(&ctx->self, ctx->local.t->head.instance,
+                            (uint64_t)(uintptr_t)ctx->local.t, err, errlen);
+    if (rc == 0)
+        rc = shm_pool_start(ctx, ctx->workers, &ctx->pool, err, errlen);
+    if (rc) {
+        shm_local_fini(&ctx->local);
+        pthread_mutex_destroy(&ctx->log_lock);
+        host->free(ctx);
+        return rc;
+    }
+    host->log(host->host, TERN_LOG_DEBUG, "shm: pid %llu instance %llx, %d workers, chunk %llu",
+              (unsigned long long)ctx->self.pid, (unsigned long long)ctx->self.instance,
+              ctx->workers, (unsigned long long)ctx->chunk);
+    *out = ctx;
+    return 0;
+}
+
+static void shm_fini(void *vctx)
+{
+    shm_ctx *ctx = vctx;
+    shm_pool_stop(ctx->pool);
+    shm_local_fini(&ctx->local);
+    pthread_mutex_destroy(&ctx->log_lock);
+    ctx->host->free(ctx);
+}
+
+static int shm_devices(void *vctx, tern_device_info *out, int max)
+{
+    (void)vctx;
+    if (max < 1)
+        return 0;
+    memset(&out[0], 0, sizeof out[0]);
+    snprintf(out[0].name, sizeof out[0].name, "shm0");
+    out[0].numa_node = -1; /* host memory: reachable from every node */
+    return 1;
+}
+
+/* ---- registrations ---------------------------------------------------------------- */
+
+/* The registration handle IS the key (never 0): nothing to allocate, so
+ * nothing is left behind when fini runs with registrations still in the
+ * table (the table goes with the context). */
+static int shm_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *keys, void **out,
+                           char *err, size_t errlen)
+{
+    shm_ctx *ctx = vctx;
+    if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
+        return ferr(err, errlen, TERN_ERR_INVAL,
+                    "shm: cannot register %p length %zu: empty or wraps around", addr, len);
+    uint64_t key = 0;
+    if (shm_local_add(&ctx->local, (uintptr_t)addr, len, &key) != 0)
+        return ferr(err, errlen, TERN_ERR_NOMEM,
+                    "shm: %llu registrations already: raise transports.shm.max_registrations",
+                    (unsigned long long)ctx->local.t->head.cap);
+    memset(keys, 0, sizeof *keys);
+    keys->ndev = 1;
+    keys->lkey[0] = keys->rkey[0] = key;
+    *out = (void *)(uintptr_t)key;
+    return 0;
+}
+
+static int shm_mr_deregister(void *vctx, void *mr)
+{
+    shm_ctx *ctx = vctx;
+    return shm_local_remove(&ctx->local, (uint64_t)(uintptr_t)mr);
+}
+
+static int shm_segment_describe(void *vctx, tern_desc *out)
+{
+    shm_ctx *ctx = vctx;
+    return shm_ident_put(ctx->host, out, &ctx->self);
+}
+
+/* ---- endpoints ------------------------------------------------------------------- */
+
+static shm_ep *ep_new(shm_ctx *ctx, int passive)
+{
+    shm_ep *ep = ctx->host->alloc(sizeof *ep);
+    if (!ep)
+        return NULL;
+    memset(ep, 0, sizeof *ep);
+    ep->ctx = ctx;
+    ep->passive = passive;
+    atomic_init(&ep->refs, 1);
+    atomic_init(&ep->running, 0);
+    atomic_init(&ep->closing, 0);
+    pthread_mutex_init(&ep->lock, NULL);
+    pthread_cond_init(&ep->idle, NULL);
+    shm_remote_init(&ep->remote, 0, 0, 0);
+    return ep;
+}
+
+void shm_ep_unref(shm_ep *ep)
+{
+    if (atomic_fetch_sub(&ep->refs, 1) != 1)
+        return;
+    shm_remote_fini(&ep->remote);
+    pthread_mutex_destroy(&ep->lock);
+    pthread_cond_destroy(&ep->idle);
+    ep->ctx->host->free(ep);
+}
+
+static void ep_set_peer(shm_ep *ep, const shm_ident *peer)
+{
+    ep->peer = *peer;
+    shm_remote_fini(&ep->remote);
+    shm_remote_init(&ep->remote, (pid_t)peer->pid, peer->table, peer->instance);
+}
+
+static int shm_ep_open(void *vctx, const tern_ep_params *params, void **out, char *err,
+                       size_t errlen)
+{
+    shm_ctx *ctx = vctx;
+    const char *who = params->peer_name ? params->peer_name : "?";
+    if (params->local_dev != 0 || params->peer_dev != 0)
+        return ferr(err, errlen, TERN_ERR_INVAL, "shm: only device 0 exists (asked local %d, "
+                    "peer %d)", params->local_dev, params->peer_dev);
+    shm_ident peer;
+    char why[400] = "";
+    int have = shm_ident_get(ctx->host, params->peer_segment, &peer, why, sizeof why) == 0;
+    if (!params->passive) {
+        /* Active: the published identity must be reachable before any
+         * handshake (other boot, other pid namespace, dead pid, no access). */
+        if (!have)
+            return ferr(err, errlen, TERN_ERR_PROTOCOL, "%s (peer %s)", why, who);
+        int rc = shm_ident_reach(&ctx->self, &peer, why, sizeof why);
+        if (rc) {
+            ferr(err, errlen, rc, "%s (peer %s)", why, who);
+            return unreachable(ctx, rc, err);
+        }
+    }
+    shm_ep *ep = ep_new(ctx, params->passive);
+    if (!ep)
+        return ferr(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for an endpoint");
+    if (have) {
+        ep->have_blob = 1;
+        ep_set_peer(ep, &peer);
+    }
+    *out = ep;
+    return 0;
+}
+
+/* Our identity, the handshake's nonce and the proof slot that holds it. */
+static int shm_ep_describe(void *vep, tern_desc *out)
+{
+    shm_ep *ep = vep;
+    shm_ctx *ctx = ep->ctx;
+    const tern_host_services *h = ctx->host;
+    if (!ep->passive) { /* a fresh nonce, proven to the peer from our table */
+        if (shm_random(ep->nonce, sizeof ep->nonce) != 0)
+            return TERN_ERR_IO;
+        ep->slot = shm_local_prove(&ctx->local, ep->peer.instance, ep->nonce);
+    }
+    int rc = shm_ident_put(h, out, &ctx->self);
+    rc = rc ? rc : h->desc_set_u64(out, "nonce0", ep->nonce[0]);
+    rc = rc ? rc : h->desc_set_u64(out, "nonce1", ep->nonce[1]);
+    rc = rc ? rc : h->desc_set_u64(out, "proof_slot", ep->slot);
+    return rc;
+}
+
+/* The peer's table must hold, at its proof slot, our instance and nonce. */
+static int check_proof(shm_ep *ep, uint64_t slot, uint64_t want_instance, char *err,
+                       size_t errlen)
+{
+    shm_proof pr;
+    int rc = shm_remote_proof(&ep->remote, (unsigned)(slot < SHM_PROOF_SLOTS ? slot : 0), &pr,
+                              err, errlen);
+    if (rc)
+        return rc;
+    if (slot >= SHM_PROOF_SLOTS || pr.magic != SHM_PROOF_MAGIC ||
+        pr.peer_instance != want_instance || pr.nonce[0] != ep->nonce[0] ||
+        pr.nonce[1] != ep->nonce[1])
+        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+                    "shm: process %llu does not show this handshake's nonce in its table (proof "
+                    "slot %llu): it is not the engine that answered the handshake",
+                    (unsigned long long)ep->peer.pid, (unsigned long long)slot);
+    return 0;
+}
+
+static int read_fields(shm_ep *ep, const tern_desc *peer, shm_ident *id, uint64_t *nonce,
+                       uint64_t *slot, char *err, size_t errlen)
+{
+    const tern_host_services *h = ep->ctx->host;
+    int rc = shm_ident_get(h, peer, id, err, errlen);
+    if (rc)
+        return rc;
+    if (h->desc_get_u64(peer, "nonce0", &nonce[0]) < 0 ||
+        h->desc_get_u64(peer, "nonce1", &nonce[1]) < 0 ||
+        h->desc_get_u64(peer, "proof_slot", slot) < 0)
+        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer's handshake has no nonce "
+                    "or proof_slot");
+    return 0;
+}
+
+/* Active: the reply must come from the process the segment names, and that
+ * process must show our nonce in its own table. */
+static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[2],
+                          uint64_t slot, char *err, size_t errlen)
+{
+    shm_ctx *ctx = ep->ctx;
+    if (id->pid != ep->peer.pid || id->instance != ep->peer.instance ||
+        id->table != ep->peer.table || nonce[0] != ep->nonce[0] || nonce[1] != ep->nonce[1])
+        return unreachable(ctx, ferr(err, errlen, TERN_ERR_UNREACHABLE,
+                           "shm: the handshake reply names process %llu instance %llx, the "
+                           "segment names process %llu instance %llx",
+                           (unsigned long long)id->pid, (unsigned long long)id->instance,
+                           (unsigned long long)ep->peer.pid,
+                           (unsigned long long)ep->peer.instance), err);
+    int rc = shm_ident_reach(&ctx->self, &ep->peer, err, errlen);
+    if (rc == 0)
+        rc = check_proof(ep, slot, ctx->self.instance, err, errlen);
+    if (rc)
+        return unreachable(ctx, rc, err);
+    ep->connected = 1;
+    return 0;
+}
+
+/* Passive: prove the initiator as far as we can (its table shows our
+ * instance and its nonce).  When we cannot, the endpoint still answers the
+ * handshake (the initiator reaching us does not depend on it) but refuses
+ * to copy towards that peer. */
+static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce[2],
+                           uint64_t slot)
+{
+    shm_ctx *ctx = ep->ctx;
+    char why[400] = "";
+    int rc = 0;
+    if (ep->have_blob && (id->pid != ep->peer.pid || id->instance != ep->peer.instance))
+        rc = ferr(why, sizeof why, TERN_ERR_UNREACHABLE,
+                  "shm: the handshake names process %llu instance %llx, the initiator's "
+                  "segment process %llu instance %llx", (unsigned long long)id->pid,
+                  (unsigned long long)id->instance, (unsigned long long)ep->peer.pid,
+                  (unsigned long long)ep->peer.instance);
+    ep_set_peer(ep, id);
+    ep->nonce[0] = nonce[0];
+    ep->nonce[1] = nonce[1];
+    if (rc == 0)
+        rc = shm_ident_reach(&ctx->self, id, why, sizeof why);
+    if (rc == 0)
+        rc = check_proof(ep, slot, ctx->self.instance, why, sizeof why);
+    if (rc) {
+        ep->unreachable = 1;
+        snprintf(ep->why, sizeof ep->why, "%s", why);
+    }
+    /* Echo the initiator's nonce into our own table: its proof of us. */
+    ep->slot = shm_local_prove(&ctx->local, id->instance, nonce);
+    ep->connected = 1;
+    return 0;
+}
+
+static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
+{
+    shm_ep *ep = vep;
+    if (!peer)
+        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: no handshake fields from the peer");
+    shm_ident id;
+    uint64_t nonce[2], slot;
+    int rc = read_fields(ep, peer, &id, nonce, &slot, err, errlen);
+    if (rc)
+        return rc;
+    return ep->passive ? connect_passive(ep, &id, nonce, slot)
+                       : connect_active(ep, &id, nonce, slot, err, errlen);
+}
+
+/* Slices still queued fail (CLOSED) as workers reach them; waits for the
+ * chunks being copied, so nothing touches the peer after it returns. */
+static void shm_ep_close(void *vep)
+{
+    shm_ep *ep = vep;
+    atomic_store(&ep->closing, 1);
+    pthread_mutex_lock(&ep->lock);
+    while (atomic_load(&ep->running) > 0)
+        pthread_cond_wait(&ep->idle, &ep->lock);
+    pthread_mutex_unlock(&ep->lock);
+    shm_ep_unref(ep);
+}
+
+/* ---- data path ----------------------------------------------------------------- */
+
+/* process_vm_writev / readv of len bytes, looping over partial transfers. */
+static int move(shm_ep *ep, int op, uint8_t *local, uint64_t remote, uint64_t len, char *msg,
+                size_t msglen)
+{
+    pid_t pid = (pid_t)ep->peer.pid;
+    while (len > 0) {
+        struct iovec l = {local, len}, r = {(void *)(uintptr_t)remote, len};
+        ssize_t n = op == SHM_WRITE ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+                                    : process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EFAULT;
+            if (e == ESRCH)
+                return ferr(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone",
+                            (long)pid);
+            if (e == EFAULT)
+                return ferr(msg, msglen, TERN_ERR_RANGE, "shm: 0x%llx+%llu is not mapped in "
+                            "process %ld", (unsigned long long)remote,
+                            (unsigned long long)len, (long)pid);
+            char why[400];
+            shm_ident_explain(pid, e, why, sizeof why);
+            return ferr(msg, msglen, TERN_ERR_UNREACHABLE, "shm: %s", why);
+        }
+        local += n;
+        remote += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+static int copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
+                      size_t msglen)
+{
+    uint8_t *local = (uint8_t *)s->local + off;
+    uint64_t remote = s->remote + off;
+    if (!shm_local_covers(&ep->ctx->local, s->lkey, (uintptr_t)local, len))
+        return ferr(msg, msglen, TERN_ERR_RANGE, "shm: local %p+%llu not registered with lkey "
+                    "%llu", (void *)local, (unsigned long long)len, (unsigned long long)s->lkey);
+    /* The peer's CURRENT table, read now: a range it unregistered is refused. */
+    int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, msg, msglen);
+    return rc ? rc : move(ep, s->opcode, local, remote, len, msg, msglen);
+}
+
+/* running goes up BEFORE closing is read, and ep_close sets closing before
+ * it reads running: one of the two sees the other. */
+int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
+                   size_t msglen)
+{
+    atomic_fetch_add(&ep->running, 1);
+    int rc = atomic_load(&ep->closing)
+                 ? ferr(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed")
+                 : copy_chunk(ep, s, off, len, msg, msglen);
+    /* Only a closing endpoint has a waiter (ep_close sets closing before
+     * it reads running), so the common path takes no lock. */
+    if (atomic_fetch_sub(&ep->running, 1) == 1 && atomic_load(&ep->closing)) {
+        pthread_mutex_lock(&ep->lock);
+        pthread_cond_broadcast(&ep->idle);
+        pthread_mutex_unlock(&ep->lock);
+    }
+    return rc;
+}
+
+static int bad_slice(const tern_slice *s)
+{
+    return (s->opcode != SHM_READ && s->opcode != SHM_WRITE) || s->length == 0 ||
+           s->remote + s->length < s->remote;
+}
+
+static int shm_submit(void *vep, tern_slice *const *slices, int n)
+{
+    shm_ep *ep = vep;
+    shm_ctx *ctx = ep->ctx;
+    if (!ep->connected || atomic_load(&ep->closing))
+        return TERN_ERR_CLOSED;
+    if (ep->unreachable) /* a passive endpoint whose initiator was not proven */
+        return unreachable(ctx, TERN_ERR_UNREACHABLE, ep->why);
+    shm_job *first = NULL, *last = NULL;
+    int i = 0, queued = 0;
+    for (; i < n; i++) {
+        tern_slice *s = slices[i];
+        s->ep = ep;
+        s->errmsg[0] = '\0';
+        if (bad_slice(s)) {
+            s->status = TERN_ERR_INVAL;
+            s->transferred = 0;
+            snprintf(s->errmsg, sizeof s->errmsg, "shm: bad slice (opcode %d, %llu bytes at "
+                     "0x%llx)", s->opcode, (unsigned long long)s->length,
+                     (unsigned long long)s->remote);
+            ctx->host->complete(ctx->host->host, s);
+            continue;
+        }
+        shm_job *j = shm_job_new(ctx->pool, ep, s);
+        if (!j)
+            break; /* the core resubmits the rest */
+        if (last)
+            shm_job_link(last, j);
+        else
+            first = j;
+        last = j;
+        queued++;
+    }
+    shm_pool_push(ctx->pool, first, last, queued);
+    return i > 0 || n == 0 ? i : TERN_ERR_NOMEM;
+}
+
+static int shm_query(void *vctx, const char *what, char *out, size_t outlen)
+{
+    shm_ctx *ctx = vctx;
+    (void)what;
+    pthread_rwlock_rdlock(&ctx->local.lock);
+    unsigned long long n = ctx->local.t->head.n;
+    pthread_rwlock_unlock(&ctx->local.lock);
+    snprintf(out, outlen, "pid=%llu workers=%d chunk=%llu registrations=%llu",
+             (unsigned long long)ctx->self.pid, ctx->workers, (unsigned long long)ctx->chunk, n);
+    return 0;
+}
+
+/* ---- the exported symbol ---------------------------------------------------------- */
+
+static const tern_option shm_options[] = {
+    {"workers", TERN_OPT_INT, 0, MAX_WORKERS, NULL, "0",
+     "copy threads; 0 = the number of online CPUs, at most 8"},
+    {"chunk_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "256K",
+     "bytes one worker copies at a time (a large slice is spread over the workers)"},
+    {"slice_size", TERN_OPT_SIZE, 4096, 64ll << 20, NULL, "4M",
+     "bytes per slice on this transport"},
+    {"max_registrations", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",
+     "entries of the published registration table"},
+    {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
+};
+
+TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
+    .magic = TERN_TRANSPORT_MAGIC,
+    .struct_size = sizeof(tern_transport),
+    .abi_major = TERN_TRANSPORT_ABI_MAJOR,
+    .abi_minor = TERN_TRANSPORT_ABI_MINOR,
+    .name = "shm",
+    .version = SHM_VERSION,
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_REMOTE_CHECK,
+    .options = shm_options,
+    .default_slice_size = 4u << 20,
+    .init = shm_init,
+    .fini = shm_fini,
+    .devices = shm_devices,
+    .mr_register = shm_mr_register,
+    .mr_deregister = shm_mr_deregister,
+    .segment_describe = shm_segment_describe,
+    .ep_open = shm_ep_open,
+    .ep_describe = shm_ep_describe,
+    .ep_connect = shm_ep_connect,
+    .ep_close = shm_ep_close,
+    .submit = shm_submit,
+    .poll = NULL,
+    .ep_reset = NULL,
+    .query = shm_query,
+};

@@ -1,0 +1,183 @@
+/* transports/shm/shm_internal.h: the same-host transport's shared types.
+ *
+ * Files: shm.c (the vtable: init, devices, registrations, endpoints,
+ * submit), shm_ident.c (who a peer is and whether this process may reach
+ * it), shm_table.c (the registration table each process publishes in its own
+ * memory and the peer reads before every copy), shm_pool.c (the worker
+ * threads that copy).  The protocol is in docs/protocol.md, "Same-host
+ * transport". */
+#ifndef TERN_SHM_INTERNAL_H
+#define TERN_SHM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <tern/transport.h>
+
+#define SHM_VERSION "1.0.0"
+#define SHM_READ 0  /* TERN_READ in <tern/tern.h> */
+#define SHM_WRITE 1 /* TERN_WRITE */
+
+#define SHM_TABLE_MAGIC 0x31544D48534E5254ULL /* "TRNSHMT1" */
+#define SHM_PROOF_MAGIC 0x31504D48534E5254ULL /* "TRNSHMP1" */
+#define SHM_PROOF_SLOTS 64
+
+/* ---- the published table (see docs/protocol.md, Same-host transport) ---- */
+
+typedef struct shm_entry {
+    uint64_t addr, len, key;
+} shm_entry;
+
+/* One handshake's proof: "I, the owner of this table, was asked by
+ * peer_instance with this nonce". */
+typedef struct shm_proof {
+    uint64_t magic;
+    uint64_t peer_instance;
+    uint64_t nonce[2];
+} shm_proof;
+
+/* The header a peer reads before each copy: one process_vm_readv. */
+typedef struct shm_head {
+    uint64_t magic;
+    uint64_t instance;  /* random per context, published */
+    uint64_t seq;       /* seqlock: odd while entries change */
+    uint64_t n;         /* entries in use */
+    uint64_t cap;
+    uint64_t reserved[3];
+} shm_head;
+
+typedef struct shm_table {
+    shm_head head;
+    shm_proof proofs[SHM_PROOF_SLOTS];
+    shm_entry entries[]; /* head.cap of them */
+} shm_table;
+
+/* ---- identity of a process ------------------------------------------------ */
+
+typedef struct shm_ident {
+    uint64_t pid;
+    uint64_t start;     /* start time, clock ticks after boot (/proc/PID/stat) */
+    uint64_t pidns;     /* inode of /proc/PID/ns/pid */
+    uint64_t uid;
+    uint64_t instance;
+    uint64_t table;     /* address of its shm_table */
+    char boot[40];      /* /proc/sys/kernel/random/boot_id */
+} shm_ident;
+
+int shm_ident_self(shm_ident *id, uint64_t instance, uint64_t table, char *err, size_t errlen);
+int shm_ident_put(const tern_host_services *h, tern_desc *d, const shm_ident *id);
+/* TERN_ERR_PROTOCOL when a key is missing. */
+int shm_ident_get(const tern_host_services *h, const tern_desc *d, shm_ident *id, char *err,
+                  size_t errlen);
+/* Same boot, same pid namespace, pid alive with the same start time, and
+ * its table readable with the published magic and instance.  Returns 0 or
+ * TERN_ERR_UNREACHABLE with the cause and the fix in err. */
+int shm_ident_reach(const shm_ident *self, const shm_ident *peer, char *err, size_t errlen);
+/* Why process_vm_* on pid failed with errno e: one sentence, cause and fix. */
+void shm_ident_explain(pid_t pid, int e, char *out, size_t outlen);
+int shm_random(void *buf, size_t len);
+
+/* ---- this process's table (shm_table.c) ------------------------------------ */
+
+typedef struct shm_local {
+    shm_table *t;
+    size_t bytes;
+    pthread_rwlock_t lock; /* writers (de)register; readers check local ranges */
+    uint64_t next_key;
+    atomic_uint proof_next;
+} shm_local;
+
+int shm_local_init(shm_local *l, uint64_t cap, char *err, size_t errlen);
+void shm_local_fini(shm_local *l);
+int shm_local_add(shm_local *l, uint64_t addr, uint64_t len, uint64_t *key);
+int shm_local_remove(shm_local *l, uint64_t key);
+int shm_local_covers(shm_local *l, uint64_t key, uint64_t addr, uint64_t len);
+/* Publishes a proof; returns its slot. */
+unsigned shm_local_prove(shm_local *l, uint64_t peer_instance, const uint64_t nonce[2]);
+
+/* ---- a peer's table, read through process_vm_readv ----------------------- */
+
+typedef struct shm_remote {
+    pid_t pid;
+    uint64_t table, instance;
+    pthread_rwlock_t lock; /* guards the cached copy */
+    uint64_t seq;          /* seq of the cached entries; odd = none yet */
+    uint64_t n, cap;
+    shm_entry *e;
+} shm_remote;
+
+void shm_remote_init(shm_remote *r, pid_t pid, uint64_t table, uint64_t instance);
+void shm_remote_fini(shm_remote *r);
+/* Reads the peer's CURRENT header (and entries when they changed) and
+ * checks [addr, addr+len) lies in the registration with key.  0, or
+ * TERN_ERR_RANGE / TERN_ERR_CLOSED / TERN_ERR_UNREACHABLE with msg. */
+int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, char *msg,
+                     size_t msglen);
+/* Reads proof slot `slot` of the peer's table. */
+int shm_remote_proof(const shm_remote *r, unsigned slot, shm_proof *out, char *err,
+                     size_t errlen);
+/* process_vm_readv of len bytes at the peer's addr into buf: 0 or -errno. */
+int shm_peek(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/* ---- context and endpoints ---------------------------------------------------- */
+
+typedef struct shm_pool shm_pool;
+typedef struct shm_job shm_job;
+
+typedef struct shm_ctx {
+    const tern_host_services *host;
+    shm_ident self;
+    shm_local local;
+    shm_pool *pool;
+    int workers;
+    uint64_t chunk;
+    pthread_mutex_t log_lock; /* one log line per distinct unreachable cause */
+    char last_unreachable[256];
+} shm_ctx;
+
+typedef struct shm_ep {
+    shm_ctx *ctx;
+    int passive;
+    int have_blob;       /* active: identity from the peer's segment blob */
+    shm_ident peer;
+    shm_remote remote;
+    uint64_t nonce[2];
+    unsigned slot;       /* our proof slot for this handshake */
+    int connected;
+    int unreachable;     /* passive: the peer could not be proven from here */
+    char why[256];
+    /* Life: one reference for the core (dropped by ep_close) and one per
+     * queued slice, so a slice still queued after ep_close never sees freed
+     * memory; ep_close waits only for chunks being copied (running), never
+     * for queued ones, which may need the very worker that called it. */
+    atomic_int refs;
+    atomic_int running;
+    atomic_int closing;
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+} shm_ep;
+
+/* ---- the worker pool (shm_pool.c) --------------------------------------------- */
+
+int shm_pool_start(shm_ctx *ctx, int workers, shm_pool **out, char *err, size_t errlen);
+void shm_pool_stop(shm_pool *p);
+/* A job for one slice (its ranges are checked chunk by chunk); holds a
+ * reference on ep.  NULL when out of memory. */
+shm_job *shm_job_new(shm_pool *p, shm_ep *ep, tern_slice *s);
+/* Queues the list first..last (n jobs, linked through next). */
+void shm_pool_push(shm_pool *p, shm_job *first, shm_job *last, int n);
+/* The link of a job list. */
+void shm_job_link(shm_job *j, shm_job *next);
+
+/* Drops a reference; the last one frees the endpoint (shm.c). */
+void shm_ep_unref(shm_ep *ep);
+
+/* Copy one chunk [off, off+len) of s: checks and process_vm_*; 0 or a
+ * tern_err with msg (shm.c).  Refuses (CLOSED) once ep_close began. */
+int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
+                   size_t msglen);
+
+#endif
