@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# scripts/mutate.sh: do the tests fail when the code they guard is broken?
+#
+# Each mutation below is one small edit of the code: a Perl regex that must
+# match exactly once in the tree's C sources (core/, transports/, include/,
+# plugins/, tools/; the file is found by searching, not by a fixed path) and
+# the literal text that replaces the match.  For each one, a scratch copy of
+# the tree is edited, rebuilt incrementally, and the test that should catch
+# it is run; the test must FAIL.  Then the file is restored.
+#
+# Output, one line per mutation:
+#   caught      the test failed against the mutated code (good)
+#   SURVIVED    the test passed: it does not guard what it claims
+#   NOT FOUND   the pattern matches nothing or more than one place: the code
+#               changed under it; re-point the pattern (one table line)
+#   BUILD FAIL  the mutated tree does not build
+# The exit status is non-zero unless every mutation was caught.
+#
+# Usage: scripts/mutate.sh [name ...]     (default: every mutation)
+#   MUTATE_SET=quick     only the mutations tagged quick (a few minutes)
+#   MUTATE_DIR=dir       scratch copy and build (default build-mutate/), kept
+#                        between runs so rebuilds stay incremental
+#   MUTATE_LIST=1        print the table and exit
+#   JOBS=n               build parallelism (default 2)
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${MUTATE_DIR:-$ROOT/build-mutate}
+SET=${MUTATE_SET:-all}
+JOBS=${JOBS:-2}
+SRC=$DIR/src
+BLD=$DIR/build
+
+# name | sets (comma list, - for none) | pattern (Perl regex, matches once) | replacement (literal) | ctest test | Criterion filter
+# Keep each mutation on ONE line: when the code moves, re-point it here.
+read -r -d '' TABLE <<'EOF'
+abi-major-newer-accepted | quick | \(t->abi_major \K!=(?= TERN_TRANSPORT_ABI_MAJOR\)) | < | test_loader | loader/newer_abi_major
+failover-marks-wrong-device | quick | tern_topology_mark_down\(x->topo, \Kcs->local_dev(?=, 1\)) | !cs->local_dev | test_endpoint | endpoint/device_failure_fails_over
+concurrent-misses-not-shared | - | \(\*ref = tern_epstore_get\(x->eps, key, ep\)\) && \(c = \Kconnecting_find\(x, key\)(?=\)\) \{) | NULL | test_endpoint | endpoint/concurrent_misses_connect_once
+simultaneous-open-no-tiebreak | - | int refuse = \Kc && strcmp\(c->local_nic_path, p->hd->local_nic_path\) < 0; | 0; | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
+simultaneous-open-no-replace | - | if \(rc == TERN_ERR_EXISTS && \Ka->c->yielded\) | 0) | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
+EOF
+
+die() { echo "mutate: $*" >&2; exit 2; }
+
+table() { printf '%s\n' "$TABLE" | grep -v '^[[:space:]]*\(#\|$\)'; }
+
+# field N of a table line (fields are separated by " | ")
+field() { printf '%s\n' "$1" | awk -F ' [|] ' -v n="$2" '{ gsub(/^[ \t]+|[ \t]+$/, "", $n); print $n }'; }
+
+check_table() {
+    local line n
+    while IFS= read -r line; do
+        n=$(printf '%s\n' "$line" | awk -F ' [|] ' '{ print NF }')
+        [ "$n" -eq 6 ] || die "table line has $n fields, not 6: $line"
+    done < <(table)
+}
+
+if [ "${MUTATE_LIST:-0}" = 1 ]; then
+    table | awk -F ' [|] ' '{ printf "%-34s %-6s %s %s\n", $1, $2, $5, $6 }'
+    exit 0
+fi
+check_table
+
+# ---- the scratch copy -------------------------------------------------------------
+# The working tree as git sees it (tracked and untracked, not ignored), with
+# its timestamps, so the scratch build only rebuilds what changed.  Files a
+# previous run mutated are touched: their objects may be from the mutant.
+sync_tree() {
+    rm -rf "$SRC" && mkdir -p "$SRC" "$BLD" || die "cannot create $DIR"
+    (cd "$ROOT" && git ls-files -co --exclude-standard -z |
+        tar --null -T - -cf - 2>/dev/null) | tar -C "$SRC" -xf - || die "copying the tree failed"
+    if [ -f "$DIR/dirty" ]; then
+        while IFS= read -r f; do [ -f "$SRC/$f" ] && touch "$SRC/$f"; done < "$DIR/dirty"
+        rm -f "$DIR/dirty"
+    fi
+}
+
+build() {
+    if [ ! -f "$BLD/CMakeCache.txt" ]; then
+        cmake -S "$SRC" -B "$BLD" -DTERN_WERROR=OFF >"$DIR/cmake.log" 2>&1 || return 1
+    fi
+    cmake --build "$BLD" -j "$JOBS" >"$DIR/build.log" 2>&1
+}
+
+# Run the test that should catch a mutation; returns its exit status.
+run_test() {
+    local t=$1 filter=$2 log=$3
+    if [ -n "$filter" ] && [ -x "$BLD/bin/$t" ]; then
+        (cd "$BLD/tests" && timeout 600 "$BLD/bin/$t" --jobs 1 --filter "$filter") >"$log" 2>&1
+    else
+        (cd "$BLD" && timeout 900 ctest -R "^$t\$" --output-on-failure) >"$log" 2>&1
+    fi
+}
+
+# The one C source the pattern matches in, and how often; prints "file count"
+# for every file with a match.
+locate() {
+    (cd "$SRC" && find core transports include plugins tools -name '*.[ch]' -print0 2>/dev/null |
+        MP="$1" xargs -0 perl -0777 -ne '
+            BEGIN { $p = $ENV{MP} }
+            my $n = () = /$p/g;
+            print "$ARGV $n\n" if $n;')
+}
+
+apply() {
+    local file=$1 pat=$2 rep=$3
+    MP="$pat" MR="$rep" perl -0777 -i -pe 'BEGIN { $p = $ENV{MP}; $r = $ENV{MR} } s/$p/$r/' \
+        "$SRC/$file"
+}
+
+selected() {
+    local name=$1 sets=$2
+    if [ $# -gt 2 ]; then :; fi
+    if [ ${#WANT[@]} -gt 0 ]; then
+        local w
+        for w in "${WANT[@]}"; do [ "$w" = "$name" ] && return 0; done
+        return 1
+    fi
+    [ "$SET" = all ] && return 0
+    case ",$sets," in *",$SET,"*) return 0 ;; esac
+    return 1
+}
+
+WANT=("$@")
+if [ ${#WANT[@]} -gt 0 ]; then
+    for w in "${WANT[@]}"; do
+        table | awk -F ' [|] ' -v w="$w" '{ gsub(/[ \t]+$/, "", $1) } $1 == w { f = 1 } END { exit !f }' ||
+            die "no mutation named $w (MUTATE_LIST=1 lists them)"
+    done
+fi
+
+mkdir -p "$DIR" || die "cannot create $DIR"
+sync_tree
+echo "mutate: scratch tree $SRC, build $BLD (set: ${WANT[*]:-$SET})"
+build || die "the unmutated tree does not build: see $DIR/build.log"
+
+# Baseline: every test used must pass on the real code, or "caught" means nothing.
+declare -A BASE=()
+while IFS= read -r line; do
+    name=$(field "$line" 1); sets=$(field "$line" 2)
+    selected "$name" "$sets" || continue
+    t=$(field "$line" 5); f=$(field "$line" 6)
+    [ -n "${BASE[$t/$f]:-}" ] && continue
+    if run_test "$t" "$f" "$DIR/base.log"; then
+        BASE[$t/$f]=ok
+    else
+        echo "mutate: $t ${f:+--filter $f} fails on the unmutated tree:" >&2
+        tail -n 30 "$DIR/base.log" >&2
+        exit 2
+    fi
+done < <(table)
+
+caught=0; bad=0; total=0; started=$(date +%s)
+while IFS= read -r line; do
+    name=$(field "$line" 1); sets=$(field "$line" 2); pat=$(field "$line" 3)
+    rep=$(field "$line" 4); t=$(field "$line" 5); f=$(field "$line" 6)
+    selected "$name" "$sets" || continue
+    total=$((total + 1))
+    where=$(locate "$pat")
+    nfiles=$(printf '%s' "$where" | grep -c . || true)
+    if [ "$nfiles" -ne 1 ] || [ "$(printf '%s' "$where" | awk '{ print $2 }')" != 1 ]; then
+        printf '%-10s %-34s pattern matches %s\n' "NOT FOUND" "$name" \
+            "$( [ -n "$where" ] && printf '%s' "$where" | tr '\n' ';' || echo nothing)"
+        bad=$((bad + 1))
+        continue
+    fi
+    file=$(printf '%s' "$where" | awk '{ print $1 }')
+    cp -p "$SRC/$file" "$DIR/orig"
+    echo "$file" >> "$DIR/dirty"
+    apply "$file" "$pat" "$rep"
+    t0=$(date +%s)
+    if ! build; then
+        printf '%-10s %-34s %s (see %s)\n' "BUILD FAIL" "$name" "$file" "$DIR/build-$name.log"
+        cp "$DIR/build.log" "$DIR/build-$name.log"
+        bad=$((bad + 1))
+    elif run_test "$t" "$f" "$DIR/run-$name.log"; then
+        printf '%-10s %-34s %s: %s %s passed (%ss)\n' "SURVIVED" "$name" "$file" "$t" "$f" \
+            $(( $(date +%s) - t0 ))
+        bad=$((bad + 1))
+    else
+        printf '%-10s %-34s %s: %s %s failed (%ss)\n' "caught" "$name" "$file" "$t" "$f" \
+            $(( $(date +%s) - t0 ))
+        caught=$((caught + 1))
+    fi
+    cp "$DIR/orig" "$SRC/$file" && touch "$SRC/$file"
+done < <(table)
+
+build || echo "mutate: rebuilding the restored tree failed (see $DIR/build.log)" >&2
+echo "mutate: $caught of $total caught in $(( $(date +%s) - started ))s"
+[ "$bad" -eq 0 ] && [ "$total" -gt 0 ]
