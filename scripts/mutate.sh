@@ -34,11 +34,35 @@ BLD=$DIR/build
 # name | sets (comma list, - for none) | pattern (Perl regex, matches once) | replacement (literal) | ctest test | Criterion filter
 # Keep each mutation on ONE line: when the code moves, re-point it here.
 read -r -d '' TABLE <<'EOF'
+# -- the ABI checks
 abi-major-newer-accepted | quick | \(t->abi_major \K!=(?= TERN_TRANSPORT_ABI_MAJOR\)) | < | test_loader | loader/newer_abi_major
+meta-abi-major-newer-accepted | - | \(m->abi_major \K!=(?= TERN_METASTORE_ABI_MAJOR\)) | < | test_metadata | plugin/every_abi_check_is_made
+# -- handshake daemon: frame cap, deadline for slow clients
+hs-no-frame-cap | quick | if \(n == 0\K \|\| n > max_frame(?=\)) | || 0 | test_hostile | hostile/handshake_length_far_over_the_limit
+hs-slow-clients-never-expire | - | if \(\Kc->deadline_ms <= now(?=\)) | 0 | test_hostile | hostile/handshake_slowloris_one_byte_per_second
+# -- endpoints: fail-over, one connect per key, simultaneous open
 failover-marks-wrong-device | quick | tern_topology_mark_down\(x->topo, \Kcs->local_dev(?=, 1\)) | !cs->local_dev | test_endpoint | endpoint/device_failure_fails_over
 concurrent-misses-not-shared | - | \(\*ref = tern_epstore_get\(x->eps, key, ep\)\) && \(c = \Kconnecting_find\(x, key\)(?=\)\) \{) | NULL | test_endpoint | endpoint/concurrent_misses_connect_once
 simultaneous-open-no-tiebreak | - | int refuse = \Kc && strcmp\(c->local_nic_path, p->hd->local_nic_path\) < 0; | 0; | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
 simultaneous-open-no-replace | - | if \(rc == TERN_ERR_EXISTS && \Ka->c->yielded\) | 0) | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
+# -- tcp transport: socket options, the target's own range check
+tcp-socket-options-ignored | - | void tcp_sock_tune\(tcp_ctx \*ctx, int fd\)\n\{\n\K(?=    int one = 1;) | return; | test_tcp_transport | tcp_transport/options_are_honoured
+tcp-target-range-one-byte | quick | tcp_mr_find\(st->ctx, q\.addr, \Kq\.length(?=\)\)) | 1 | test_tcp_integration | tcp_integration/unregistered_remote_addresses_refused
+# -- range checks: the initiator's descriptor lookup ignores the length
+range-initiator-ignores-length | - | return off <= b->length \K&& len <= b->length - off(?= \? b : NULL;) | && 1 | test_desc | segment/find_buffer_is_exact_and_overflow_safe
+# -- descriptors: overlapping buffers accepted; a refusal without its message
+desc-overlap-accepted | - | if \(\K(?=d->buffers\[i\]\.addr < d->buffers\[i - 1\]\.addr \+ d->buffers\[i - 1\]\.length\)) | 0 && | test_desc | segment/refusals_name_the_key
+desc-refusal-without-message | - | return tern_errf\(err, \Kerrlen(?=, TERN_ERR_PROTOCOL, "invalid JSON at byte) | 0 | test_desc | fuzz/mutated_descriptors_decode_or_refuse_cleanly
+# -- batches: slicing, retries, late completions, failures reported as such
+slice-tail-rule-dropped | - | remaining <= slice_size\K \+ TERN_TAIL_SLACK | + 0 | test_batch | batch/slicing_and_tail_rule
+slice-crosses-remote-buffer | - | n = n < lrem \? n : lrem;\n    return \Kn < rrem \? n : rrem(?=;) | n | test_batch | batch/request_spans_adjacent_buffers
+retries-none | - | if \(cs->attempt >= \Kcs->b->e->cfg->retries(?=\) \{\n        fail_final) | 0 | test_endpoint | endpoint/connection_failure_rebuilds_endpoint
+late-completion-counted | - | if \(\Kreq_active_locked\(q\)(?=\) \{\n        q->transferred) | 1 | test_batch | batch/timeout_and_free_refused_while_in_flight
+failed-reported-completed | - | tern_req_fail_locked\(b, cs->idx, \KTERN_FAILED(?=, code,) | TERN_COMPLETED | test_faults | faults/peer_killed_at_a_random_point_100_times
+# -- auth: any proof accepted
+auth-any-proof-accepted | quick | return \KCRYPTO_memcmp\(a, b, n\) == 0(?=;) | 1 | test_auth | auth_exchange/wrong_client_proof_is_refused_by_the_daemon
+# -- eviction: hits never set SIEVE's visited bit (it degrades to FIFO)
+sieve-hits-not-visited | - | atomic_store_explicit\(&e->visited, \K1(?=, memory_order_relaxed\);\n        if \(ep\)) | 0 | test_epstore | epstore/sieve_order
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

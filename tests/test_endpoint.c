@@ -245,7 +245,11 @@ Test(endpoint, concurrent_misses_connect_once)
 Test(endpoint, simultaneous_open_ends_with_one_connection)
 {
     /* Both active connects are held at hsloop's gate until each side has
-     * one in flight, so each Connection frame meets the other's attempt. */
+     * one in flight.  Round 0 then lets the side whose local_nic_path is
+     * smaller finish first: the larger one yields to it, and its own attempt,
+     * released afterwards, is accepted by a peer with nothing in flight any
+     * more, so it must replace the passive endpoint it inserted.  Later
+     * rounds release both at once (the tie-break decides). */
     for (int round = 0; round < 3; round++) {
         node a, b;
         node_up_with(&a, 0, 0, "    gate: true\n");
@@ -257,10 +261,21 @@ Test(endpoint, simultaneous_open_ends_with_one_connection)
         pthread_create(&tb, NULL, write_once, &jb);
         WAIT_FOR(hs_field(&a, "eps", "gated=") == 1 && hs_field(&b, "eps", "gated=") == 1,
                  "both sides to have a connect in flight");
-        hs_field(&a, "open_gate", "gated=");
-        hs_field(&b, "open_gate", "gated=");
-        pthread_join(ta, NULL);
-        pthread_join(tb, NULL);
+        if (round == 0) {
+            char na[160], nb[160];
+            snprintf(na, sizeof na, "%s@hs0", tern_engine_server_name(a.e));
+            snprintf(nb, sizeof nb, "%s@hs0", tern_engine_server_name(b.e));
+            int a_first = strcmp(na, nb) < 0;
+            hs_field(a_first ? &a : &b, "open_gate", "gated=");
+            pthread_join(a_first ? ta : tb, NULL);
+            hs_field(a_first ? &b : &a, "open_gate", "gated=");
+            pthread_join(a_first ? tb : ta, NULL);
+        } else {
+            hs_field(&a, "open_gate", "gated=");
+            hs_field(&b, "open_gate", "gated=");
+            pthread_join(ta, NULL);
+            pthread_join(tb, NULL);
+        }
         cr_assert_eq(ja.status, TERN_COMPLETED, "round %d a: %s", round, ja.why);
         cr_assert_eq(jb.status, TERN_COMPLETED, "round %d b: %s", round, jb.why);
         assert_one_connection(&a, &b);
