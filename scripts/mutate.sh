@@ -52,7 +52,7 @@ tcp-target-range-one-byte | quick | tcp_mr_find\(st->ctx, q\.addr, \Kq\.length(?
 range-initiator-ignores-length | - | return off <= b->length \K&& len <= b->length - off(?= \? b : NULL;) | && 1 | test_desc | segment/find_buffer_is_exact_and_overflow_safe
 # -- descriptors: overlapping buffers accepted; a refusal without its message
 desc-overlap-accepted | - | if \(\K(?=d->buffers\[i\]\.addr < d->buffers\[i - 1\]\.addr \+ d->buffers\[i - 1\]\.length\)) | 0 && | test_desc | segment/refusals_name_the_key
-desc-refusal-without-message | - | return tern_errf\(err, \Kerrlen(?=, TERN_ERR_PROTOCOL, "invalid JSON at byte) | 0 | test_desc | fuzz/mutated_descriptors_decode_or_refuse_cleanly
+desc-refusal-without-message | - | return tern_errf\(err, \Kerrlen(?=, TERN_ERR_PROTOCOL, "invalid JSON at byte %zu: %s", used,) | 0 | test_desc | fuzz/mutated_descriptors_decode_or_refuse_cleanly
 # -- batches: slicing, retries, late completions, failures reported as such
 slice-tail-rule-dropped | - | remaining <= slice_size\K \+ TERN_TAIL_SLACK | + 0 | test_batch | batch/slicing_and_tail_rule
 slice-crosses-remote-buffer | - | n = n < lrem \? n : lrem;\n    return \Kn < rrem \? n : rrem(?=;) | n | test_batch | batch/request_spans_adjacent_buffers
@@ -62,7 +62,7 @@ failed-reported-completed | - | tern_req_fail_locked\(b, cs->idx, \KTERN_FAILED(
 # -- auth: any proof accepted
 auth-any-proof-accepted | quick | return \KCRYPTO_memcmp\(a, b, n\) == 0(?=;) | 1 | test_auth | auth_exchange/wrong_client_proof_is_refused_by_the_daemon
 # -- eviction: hits never set SIEVE's visited bit (it degrades to FIFO)
-sieve-hits-not-visited | - | atomic_store_explicit\(&e->visited, \K1(?=, memory_order_relaxed\);\n        if \(ep\)) | 0 | test_epstore | epstore/sieve_order
+sieve-hits-not-visited | - | if \(!atomic_load_explicit\(&e->visited, memory_order_relaxed\)\)\n\s+atomic_store_explicit\(&e->visited, \K1(?=, memory_order_relaxed\);) | 0 | test_epstore | epstore/sieve_order
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }
@@ -87,17 +87,26 @@ fi
 check_table
 
 # ---- the scratch copy -------------------------------------------------------------
-# The working tree as git sees it (tracked and untracked, not ignored), with
-# its timestamps, so the scratch build only rebuilds what changed.  Files a
-# previous run mutated are touched: their objects may be from the mutant.
+# The working tree as git sees it (tracked and untracked, not ignored).  A
+# file whose content is unchanged since the last run keeps its timestamp, so
+# the scratch build only rebuilds what changed; a changed file (edited in the
+# tree, or left mutated by an interrupted run) is copied with a fresh one, so
+# it is always rebuilt whatever the timestamps of the tree say.
 sync_tree() {
-    rm -rf "$SRC" && mkdir -p "$SRC" "$BLD" || die "cannot create $DIR"
+    local stage=$DIR/stage f
+    rm -rf "$stage" && mkdir -p "$stage" "$SRC" "$BLD" || die "cannot create $DIR"
     (cd "$ROOT" && git ls-files -co --exclude-standard -z |
-        tar --null -T - -cf - 2>/dev/null) | tar -C "$SRC" -xf - || die "copying the tree failed"
-    if [ -f "$DIR/dirty" ]; then
-        while IFS= read -r f; do [ -f "$SRC/$f" ] && touch "$SRC/$f"; done < "$DIR/dirty"
-        rm -f "$DIR/dirty"
-    fi
+        tar --null -T - -cf - 2>/dev/null) | tar -C "$stage" -xf - || die "copying the tree failed"
+    (cd "$SRC" && find . \( -type f -o -type l \) -print0) | while IFS= read -r -d '' f; do
+        [ -e "$stage/$f" ] || [ -L "$stage/$f" ] || rm -f "$SRC/$f"
+    done
+    (cd "$stage" && find . \( -type f -o -type l \) -print0) | while IFS= read -r -d '' f; do
+        if [ -L "$stage/$f" ] || ! cmp -s "$stage/$f" "$SRC/$f"; then
+            mkdir -p "$(dirname "$SRC/$f")" && rm -f "$SRC/$f" && cp -P "$stage/$f" "$SRC/$f" &&
+                { [ -L "$SRC/$f" ] || touch "$SRC/$f"; } || die "copying $f failed"
+        fi
+    done
+    rm -rf "$stage"
 }
 
 build() {
@@ -191,7 +200,6 @@ while IFS= read -r line; do
     fi
     file=$(printf '%s' "$where" | awk '{ print $1 }')
     cp -p "$SRC/$file" "$DIR/orig"
-    echo "$file" >> "$DIR/dirty"
     apply "$file" "$pat" "$rep"
     t0=$(date +%s)
     if ! build; then

@@ -30,7 +30,7 @@ typedef struct node {
 } node;
 
 /* extra: more keys of the hsloop entry, each "    key: value\n". */
-static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
+static void node_up_full(node *n, int delay_ms, int refuse, const char *extra, int retries)
 {
     char yaml[2048], err[1024] = "";
     snprintf(yaml, sizeof yaml,
@@ -41,13 +41,18 @@ static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
              "    open_delay_ms: %d\n"
              "    refuse: %s\n"
              "%s"
-             "retries: 1\n"
+             "retries: %d\n"
              "log_level: error\n",
-             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false", extra);
+             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false", extra, retries);
     n->e = tern_engine_create_from_yaml(yaml, "hsloop", err, sizeof err);
     cr_assert_not_null(n->e, "%s", err);
     n->buf = calloc(1, 4 * LEN);
     cr_assert_eq(tern_register_memory(n->e, n->buf, 4 * LEN, NULL), 0);
+}
+
+static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
+{
+    node_up_full(n, delay_ms, refuse, extra, 1);
 }
 
 static void node_up(node *n, int delay_ms, int refuse)
@@ -337,27 +342,34 @@ Test(endpoint, device_failure_fails_over)
 
 /* Threads missing the same key while its connect fails share that failure:
  * an unreachable or refusing peer costs one handshake per wave of retries,
- * not one per slice. */
+ * not one per slice.  One wave (retries: 0), forced to overlap: the
+ * connect is held at hsloop's gate until every thread has missed the key. */
 Test(endpoint, concurrent_misses_share_a_failure)
 {
     node a, b;
-    node_up(&a, 200, 0);
+    node_up_full(&a, 0, 0, "    gate: true\n", 0);
     node_up(&b, 0, 1);
     link_nodes(&a, &b);
     enum { N = 8 };
     write_job j[N];
     pthread_t t[N];
+    uint64_t m0 = misses(&a);
     for (int i = 0; i < N; i++) {
         j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
         pthread_create(&t[i], NULL, write_once, &j[i]);
     }
+    WAIT_FOR(misses(&a) - m0 >= N && hs_field(&a, "eps", "gated=") >= 1,
+             "every thread to miss the key while a connect is held");
+    hs_field(&a, "open_gate", "gated=");
     for (int i = 0; i < N; i++) {
         pthread_join(t[i], NULL);
         cr_assert_eq(j[i].status, TERN_FAILED);
         cr_assert(strstr(j[i].why, "refused by configuration"), "%s", j[i].why);
     }
-    cr_assert_leq(opened_eps(&b), 4, "%d handshakes for %d slices x 2 attempts",
-                  opened_eps(&b), N);
+    cr_assert_eq(opened_eps(&b), 1, "%d handshakes for %d concurrent slices", opened_eps(&b),
+                 N);
+    cr_assert_eq(opened_eps(&a), 1, "%d endpoints opened for %d concurrent misses",
+                 opened_eps(&a), N);
     cr_assert_eq(live_eps(&a), 0);
     node_down(&a);
     node_down(&b);

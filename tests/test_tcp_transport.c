@@ -436,6 +436,16 @@ Test(tcp_transport, registration_table_rules)
     free(m);
 }
 
+/* Requests the instance's data server has read (its query's "served N"). */
+static unsigned long served(inst *in)
+{
+    char out[512] = "";
+    cr_assert_eq(T->query(in->ctx, "", out, sizeof out), 0);
+    const char *p = strstr(out, "served ");
+    cr_assert_not_null(p, "no \"served\" count in: %s", out);
+    return strtoul(p + 7, NULL, 10);
+}
+
 /* The target goes away with slices in flight: they all come back failed
  * (no hang); the same endpoint then fails fast; a new target works. */
 Test(tcp_transport, broken_connection_fails_in_flight_then_recovers)
@@ -452,7 +462,12 @@ Test(tcp_transport, broken_connection_fails_in_flight_then_recovers)
     for (int i = 0; i < n; i++)
         s[i] = mk(TERN_WRITE, src, (uint64_t)(uintptr_t)r.buf, bs);
     cr_assert_eq(T->submit(ep, s, n), n);
-    usleep(20000); /* some in flight */
+    /* Some in flight: the target has read a first request header (of 32 x
+     * 8 MiB); waiting for that event, not for a fixed time. */
+    for (uint64_t w0 = now_ms(); served(tg) == 0;) {
+        cr_assert_lt(now_ms() - w0, 10000, "the target never saw a request");
+        usleep(1000);
+    }
     T->fini(tg->ctx); /* the target disappears: its sockets close */
     tg->ctx = NULL;
     uint64_t t0 = now_ms();
