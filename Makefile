@@ -33,7 +33,7 @@ install: build
 clean:
 	rm -rf $(BUILD)
 
-# Hardening (issue 8): libFuzzer targets, each run FUZZ_SECONDS (clang,
+# Hardening: libFuzzer targets, each run FUZZ_SECONDS (clang,
 # ASan + UBSan, build dir BUILD_FUZZ); integration tests under valgrind.
 FUZZ_SECONDS ?= 60
 BUILD_FUZZ ?= build-fuzz
