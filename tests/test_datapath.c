@@ -278,9 +278,20 @@ Test(datapath, downed_device_comes_back)
     node_down(&b);
 }
 
-/* The transport holds the completion: the request times out, the batch
- * cannot be freed while its slice is in flight, and the late completion is
- * dropped once it comes. */
+/* Slices of b still in the engine's hands (the count tern_batch_free reads). */
+static long in_flight(tern_batch *b)
+{
+    pthread_mutex_lock(&b->lock);
+    long n = b->inflight;
+    pthread_mutex_unlock(&b->lock);
+    return n;
+}
+
+/* The transport holds its completions.  A wait that runs out before the
+ * request's own timeout leaves it PENDING; the request's timeout ends it
+ * TIMEOUT; the batch cannot be freed while its slice is in flight; and the
+ * late completion, once released, is ignored: the request stays TIMEOUT
+ * with nothing transferred. */
 Test(datapath, timeout_and_free_refused_while_in_flight)
 {
     char t[512];
@@ -291,21 +302,39 @@ Test(datapath, timeout_and_free_refused_while_in_flight)
     tern_xport *x = &a.e->xports[0];
     char out[256];
     x->ops->query(x->pl->ctx, "hold", out, sizeof out);
-    tern_batch *bt = tern_batch_alloc(a.e, 2);
+    /* the wait's own limit: the request (60 s timeout) is still pending */
+    tern_batch *w = tern_batch_alloc(a.e, 1);
     tern_request r = {.opcode = TERN_WRITE, .local = a.buf, .segment = a.peer,
-                      .remote = (uintptr_t)b.buf, .length = 4096, .timeout_ms = 100};
-    cr_assert_eq(tern_batch_submit(bt, &r, 1), 1);
-    cr_assert_eq(tern_batch_wait(bt, 20), TERN_ERR_TIMEOUT, "wait itself timed out");
-    cr_assert_eq(tern_batch_wait(bt, 5000), TERN_ERR_TIMEOUT, "request timed out");
+                      .remote = (uintptr_t)b.buf, .length = 4096, .timeout_ms = 60000};
+    cr_assert_eq(tern_batch_submit(w, &r, 1), 1);
+    cr_assert_eq(tern_batch_wait(w, 20), TERN_ERR_TIMEOUT, "wait itself timed out");
     tern_request_state st;
+    tern_batch_state(w, 0, &st);
+    cr_assert_eq(st.status, TERN_PENDING, "the wait ran out, not the request (%d)", st.status);
+    /* the request's own limit */
+    tern_batch *bt = tern_batch_alloc(a.e, 2);
+    r.timeout_ms = 100;
+    cr_assert_eq(tern_batch_submit(bt, &r, 1), 1);
+    cr_assert_eq(tern_batch_wait(bt, 30000), TERN_ERR_TIMEOUT, "request timed out");
     tern_batch_state(bt, 0, &st);
     cr_assert_eq(st.status, TERN_TIMEOUT);
     cr_assert_eq(st.transferred, 0);
     cr_assert_eq(tern_batch_free(bt), TERN_ERR_BUSY);
     cr_assert(strstr(tern_engine_last_error(a.e), "in flight"), "%s",
               tern_engine_last_error(a.e));
+    cr_assert_eq(in_flight(bt), 1);
     x->ops->query(x->pl->ctx, "release", out, sizeof out);
+    cr_assert_eq(in_flight(bt), 0, "the late completion came back (complete() is synchronous)");
+    tern_batch_state(bt, 0, &st);
+    cr_assert_eq(st.status, TERN_TIMEOUT, "a late completion changed the status to %d",
+                 st.status);
+    cr_assert_eq(st.transferred, 0, "a late completion counted %llu bytes",
+                 (unsigned long long)st.transferred);
+    cr_assert(strstr(tern_batch_error(bt, 0), "timed out"), "%s", tern_batch_error(bt, 0));
     cr_assert_eq(tern_batch_free(bt), 0, "freed once the late completion came back");
+    /* the first request, still within its timeout, completes normally */
+    cr_assert_eq(tern_batch_wait(w, 30000), 0, "%s", tern_batch_error(w, 0));
+    cr_assert_eq(tern_batch_free(w), 0);
     node_down(&a);
     node_down(&b);
 }
