@@ -72,9 +72,9 @@ int tern_cut_check_remote(tern_segment *seg, const tern_request *r, char *msg, s
     pthread_rwlock_unlock(&seg->lock);
     return tern_errf(msg, msglen, TERN_ERR_RANGE,
                      "remote address 0x%llx (+%llu bytes) is not inside any registration of "
-                     "segment %s (its descriptor refetched: generation %llu)",
+                     "segment %s (its descriptor refetched: generation %llu) (%s)",
                      (unsigned long long)r->remote, (unsigned long long)r->length, seg->name,
-                     gen);
+                     gen, tern_strerror(TERN_ERR_RANGE));
 }
 
 static tern_cslice *cslice_new(tern_batch *b, size_t idx, tern_segment *seg, uint64_t off,
