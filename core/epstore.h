@@ -1,5 +1,5 @@
 /* core/epstore.h: the endpoint cache keyed by (local device, peer NIC path).
- * Owner: epstore.c.  Bounded capacity with SIEVE eviction (FIFO selectable).
+ * Bounded capacity with SIEVE eviction (FIFO selectable).
  * Entries are reference counted: an evicted or removed endpoint is closed
  * (close callback) only when its last user releases it.  Thread-safe. */
 #ifndef TERN_CORE_EPSTORE_H

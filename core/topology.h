@@ -1,5 +1,5 @@
 /* core/topology.h: NUMA-aware device choice (docs/architecture.md).
- * Owner: topology.c.  A matrix maps a location ("cpu:0") to two ordered
+ * A matrix maps a location ("cpu:0") to two ordered
  * lists of device names: preferred (same NUMA node) and available (the
  * rest), plus the wildcard "*" (all devices).  JSON form:
  *   {"cpu:0": [["mlx5_0","mlx5_1"], ["mlx5_2"]], "*": [[...], []]} */
