@@ -63,7 +63,9 @@ yaml() { # file extra-tcp-lines...
     local f=$1; shift
     { printf 'server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: tcp\n'
       for l in "$@"; do printf '    %s\n' "$l"; done
-      printf 'log_level: error\n'; } >"$f"
+      # the core's endpoint cache (default 256) must hold every peer, or
+      # endpoints are evicted and reopened while the peers are reached
+      printf 'endpoint_cache: 4096\nlog_level: error\n'; } >"$f"
 }
 yaml "$WORK/targets.yaml" "io_threads: 1"
 yaml "$WORK/new.yaml"

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -578,25 +579,49 @@ static void srv_attach(void *arg)
         srv_close(c, TERN_LOG_DEBUG, NULL);
 }
 
+/* A stranger with a request (or hello) waiting in its socket is about to
+ * prove itself: only idle ones are dropped to make room.  Caller holds
+ * srv_mu, so the socket is not closed meanwhile. */
+static int stranger_idle(const tcp_srv_conn *c)
+{
+    int n = 0;
+    return ioctl(c->io.fd, FIONREAD, &n) == 0 && n < TCP_REQ_SIZE;
+}
+
+/* The oldest idle stranger (of src, or of all when src is NULL). */
+static tcp_srv_conn *stranger_oldest_idle(tcp_ctx *ctx, const char *src, int *count)
+{
+    tcp_srv_conn *oldest = NULL;
+    int n = 0;
+    for (tcp_srv_conn *s = ctx->strangers; s; s = s->snext) {
+        if (src && strcmp(s->src, src))
+            continue;
+        n++;
+        if (!oldest && stranger_idle(s))
+            oldest = s;
+    }
+    if (count)
+        *count = n;
+    return oldest;
+}
+
 /* Make room for a stranger from src (caller holds srv_mu): 0, or -1 when
  * the port is full of established connections. */
 static int srv_budget_locked(tcp_ctx *ctx, const char *src)
 {
     if (ctx->nsrv >= ctx->opt_max_server_conns && !ctx->strangers)
         return -1;
-    if ((ctx->nsrv >= ctx->opt_max_server_conns || ctx->nunproven >= ctx->opt_max_unproven) &&
-        ctx->strangers)
-        stranger_evict_locked(ctx, ctx->strangers);
+    if (ctx->nsrv >= ctx->opt_max_server_conns || ctx->nunproven >= ctx->opt_max_unproven) {
+        tcp_srv_conn *v = stranger_oldest_idle(ctx, NULL, NULL);
+        if (v)
+            stranger_evict_locked(ctx, v);
+        else if (ctx->nsrv >= ctx->opt_max_server_conns)
+            return -1;
+    }
     int same = 0;
-    tcp_srv_conn *oldest = NULL;
-    for (tcp_srv_conn *s = ctx->strangers; s; s = s->snext)
-        if (!strcmp(s->src, src)) {
-            if (!oldest)
-                oldest = s;
-            same++;
-        }
-    if (same >= ctx->opt_unproven_per_source && oldest)
-        stranger_evict_locked(ctx, oldest);
+    tcp_srv_conn *v = stranger_oldest_idle(ctx, src, &same);
+    if (same >= ctx->opt_unproven_per_source && v)
+        stranger_evict_locked(ctx, v);
     return 0;
 }
 
