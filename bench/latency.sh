@@ -7,6 +7,9 @@
 #   tern:     tern-bench target + initiator, --block-size 8 --batch-size 1
 #             --queue-depth 1 --threads 1 (one request in flight, wait for it,
 #             next), --op write and --op read, tcp transport
+#   transport alone: tern-bench-tcp-rtt (bench/tcp_rtt.c) drives the tcp
+#             plugin through its vtable without the core, same sizes; the
+#             difference to the full figure is the core's path
 # The baseline runs before and after the tern runs; its p50 is the mean of
 # the two.  Prints p50/p99 of each and tern's p50 as a ratio of the
 # baseline's (goal: <= 1.5).  Environment: SECONDS_PER_RUN (3), SIZE (8).
@@ -15,9 +18,11 @@ set -euo pipefail
 BUILD=${1:-build}
 BENCH="$BUILD/bin/tern-bench"
 PP="$BUILD/bin/tern-bench-pingpong"
+RTT="$BUILD/bin/tern-bench-tcp-rtt"
+PLUGIN="$BUILD/lib/tern/libtern-tcp.so"
 T=${SECONDS_PER_RUN:-3}
 SIZE=${SIZE:-8}
-for b in "$BENCH" "$PP"; do
+for b in "$BENCH" "$PP" "$RTT"; do
     [ -x "$b" ] || { echo "latency: $b not found (build first)" >&2; exit 1; }
 done
 command -v python3 >/dev/null || { echo "latency: python3 is needed to read JSON" >&2; exit 1; }
@@ -63,7 +68,14 @@ tern() { # op -> "p50 p99"
 assert d['errors'] == 0, 'errors'; print('%d %d' % (d['lat_p50_us'], d['lat_p99_us']))" "$out"
 }
 
+rtt() { # op -> "p50 p99"
+    "$RTT" "$PLUGIN" --op "$1" --size "$SIZE" --duration "$T" |
+        sed -n 's/.*p50_us=\([0-9]*\) p99_us=\([0-9]*\).*/\1 \2/p'
+}
+
 read -r pa pa99 <<<"$(pingpong)"
+read -r tw50 tw99 <<<"$(rtt write)"
+read -r tr50 tr99 <<<"$(rtt read)"
 read -r w50 w99 <<<"$(tern write)"
 read -r r50 r99 <<<"$(tern read)"
 read -r pb pb99 <<<"$(pingpong)"
@@ -74,5 +86,8 @@ printf '%-22s %8s %8s %14s\n' "$SIZE-byte round trip" "p50 us" "p99 us" "p50 / b
 printf '%-22s %8s %8s %14s\n' "C TCP ping-pong" "$base" "$base99" "1.00"
 printf '%-22s %8s %8s %14s\n' "tern tcp WRITE" "$w50" "$w99" "$(ratio "$w50")"
 printf '%-22s %8s %8s %14s\n' "tern tcp READ" "$r50" "$r99" "$(ratio "$r50")"
-echo "(ping-pong before: p50 $pa us, after: p50 $pb us; $T s per run; batch 1, one in flight;"
+printf '%-22s %8s %8s %14s\n' "transport WRITE" "$tw50" "$tw99" "$(ratio "$tw50")"
+printf '%-22s %8s %8s %14s\n' "transport READ" "$tr50" "$tr99" "$(ratio "$tr50")"
+echo "(tern: the public API, tern-bench; transport: the tcp plugin alone, no core;"
+echo " ping-pong before: p50 $pa us, after: p50 $pb us; $T s per run; one request in flight;"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"

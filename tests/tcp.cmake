@@ -1,4 +1,4 @@
-# TCP transport tests (tcp engineer): the integration test drives a target
+# TCP transport tests: the integration test drives a target
 # engine in a separate process, tests/helpers/tcp_peer.c.
 add_executable(tern-test-tcp-peer ${CMAKE_CURRENT_SOURCE_DIR}/helpers/tcp_peer.c)
 target_link_libraries(tern-test-tcp-peer PRIVATE tern)

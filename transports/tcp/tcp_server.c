@@ -41,8 +41,11 @@
 #include "tcp_wire.h"
 #include "tern/tern.h"
 
-#define OUT_MAX (64 * 1024)      /* owed replies before we stop reading requests */
 #define DRAIN_CHUNK (64 * 1024)
+/* Replies owed before they are sent, while requests keep coming: they go
+ * out together, and no further request is read until the socket took them
+ * (a peer that does not read its replies stops being served). */
+#define OUT_MAX (16 * TCP_REP_SIZE)
 
 enum { S_HELLO, S_PROOF, S_HDR, S_WPAY, S_DRAIN, S_RPAY, S_CLOSING };
 
@@ -444,7 +447,7 @@ static int srv_read(tcp_srv_conn *c)
             break;
         case S_HDR:
             if (c->outlen - c->outoff >= OUT_MAX)
-                return 0; /* the peer does not read its replies: wait for it */
+                return 0; /* send these replies first: the initiator waits for them */
             rc = srv_collect(c, TCP_REQ_SIZE);
             if (rc == 1)
                 srv_header(c);
