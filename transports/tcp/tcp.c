@@ -123,9 +123,6 @@ static const tern_option tcp_options[] = {
      "I/O threads serving all connections of both sides (0 = one per online CPU)"},
     {"idle_close_ms", TERN_OPT_INT, 0, 86400000, NULL, "10000",
      "an extra connection to a peer closes after this long unused (0 = never)"},
-    {"spin_us", TERN_OPT_INT, 0, 1000000, NULL, "50",
-     "a lone small request: the submitting thread reads its reply for up to this long "
-     "(0 = always leave it to the I/O thread)"},
     {"slice_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "1M",
      "slice size for this transport"},
     {"nodelay", TERN_OPT_BOOL, 0, 0, NULL, "true", "set TCP_NODELAY on data connections"},
@@ -202,7 +199,6 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     ctx->opt_progress_min_rate = (uint64_t)opt_int(ctx, "progress_min_rate", 64 << 10);
     ctx->opt_progress_window_ms = (int)opt_int(ctx, "progress_window_ms", 2000);
     ctx->opt_unregister_wait_ms = (int)opt_int(ctx, "unregister_wait_ms", 1000);
-    ctx->opt_spin_us = (int)opt_int(ctx, "spin_us", 50);
     if (ctx->opt_io_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         ctx->opt_io_threads = n < 1 ? 1 : n > 16 ? 16 : (int)n;

@@ -33,7 +33,6 @@
 #include <sys/epoll.h>
 #include <sched.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tcp_auth.h"
@@ -698,21 +697,20 @@ static tcp_conn *ep_pick(tcp_ep *ep)
     return best ? best : pending ? pending : off ? off : &ep->conns[0];
 }
 
-/* Queue one slice on c and send it now when the socket is free.  Returns 1
- * when it went out whole and is the only one on the connection. */
-static int conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
+/* Queue one slice on c and send it now when the socket is free. */
+static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
 {
     atomic_fetch_add(&c->load, TCP_REQ_SIZE + s->length);
     pthread_mutex_lock(&c->mu);
     if (atomic_load(&c->closed)) {
         slice_finish(c, d, s, TERN_ERR_CLOSED, "tcp: the endpoint was closed");
         pthread_mutex_unlock(&c->mu);
-        return 0;
+        return;
     }
     if (c->count == c->cap && ring_grow(c) != 0) {
         slice_finish(c, d, s, TERN_ERR_NOMEM, "tcp: out of memory queueing a slice");
         pthread_mutex_unlock(&c->mu);
-        return 0;
+        return;
     }
     tcp_entry *e = &c->ring[ring_at(c, c->count)];
     e->s = s;
@@ -734,48 +732,7 @@ static int conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
         c->resent = 0;
         conn_kick(c);
     }
-    int lone = c->count == 1 && c->nsent == 1 && wire_bytes(s) <= 4096;
     pthread_mutex_unlock(&c->mu);
-    return lone;
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* A lone small request that went out whole: its reply usually comes within
- * a round trip, so the caller's thread reads it for up to spin_us instead
- * of waking the I/O thread and, through complete(), the thread waiting in
- * the core (two wake-ups saved).  Done when the slice is handed back. */
-static void conn_spin(tcp_conn *c, const tern_slice *s, done_list *d, int spin_us)
-{
-    /* The I/O thread is not woken for the reply meanwhile (EPOLLIN off): on
-     * a busy machine that wake-up costs more than the two epoll_ctl. */
-    pthread_mutex_lock(&c->mu);
-    int mine = c->io.fd >= 0 && c->count == 1 && c->ring[c->head].s == s && !c->want_out;
-    if (mine)
-        tcp_io_mod(&c->io, 0);
-    pthread_mutex_unlock(&c->mu);
-    if (!mine)
-        return;
-    uint64_t end = now_us() + (uint64_t)spin_us;
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        mine = c->io.fd >= 0 && c->count && c->ring[c->head].s == s;
-        if (mine)
-            conn_recv(c, d);
-        int stop = !mine || d->head || now_us() >= end;
-        if (stop && c->io.fd >= 0) {
-            c->want_out = -1; /* force conn_arm to set the events again */
-            conn_arm(c);
-        }
-        pthread_mutex_unlock(&c->mu);
-        if (stop)
-            return;
-    }
 }
 
 int tcp_submit(void *vep, tern_slice *const *slices, int n)
@@ -796,10 +753,7 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
                          "tcp: slice with a bad opcode, NULL local address or zero length");
             continue;
         }
-        tcp_conn *c = ep_pick(ep);
-        int lone = conn_enqueue(c, s, &d);
-        if (n == 1 && lone && ep->ctx->opt_spin_us > 0)
-            conn_spin(c, s, &d, ep->ctx->opt_spin_us);
+        conn_enqueue(ep_pick(ep), s, &d);
     }
     done_flush(ep->ctx, &d);
     return n;

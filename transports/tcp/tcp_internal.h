@@ -140,7 +140,7 @@ typedef struct tcp_ctx {
     int opt_port, opt_nconn, opt_nodelay, opt_max_server_conns;
     int opt_sndbuf, opt_rcvbuf, opt_io_threads;
     int opt_idle_close_ms, opt_unproven_idle_ms, opt_unproven_per_source, opt_max_unproven;
-    int opt_progress_window_ms, opt_unregister_wait_ms, opt_spin_us;
+    int opt_progress_window_ms, opt_unregister_wait_ms;
     uint64_t opt_progress_min_rate;
     uint64_t opt_slice_size;
     char bind_host[TCP_HOST_MAX];    /* address the data server binds */
