@@ -10,8 +10,10 @@
 #   transport alone: tern-bench-tcp-rtt (bench/tcp_rtt.c) drives the tcp
 #             plugin through its vtable without the core, same sizes; the
 #             difference to the full figure is the core's path
-# The baseline runs before and after the tern runs; its p50 is the mean of
-# the two.  Prints p50/p99 of each and tern's p50 as a ratio of the
+# PREVIOUS_PLUGIN_DIR=DIR (a directory holding another libtern-tcp.so, e.g.
+# an older commit's) adds its WRITE/READ rows, run the same way through
+# TERN_PLUGIN_PATH.  The baseline runs before and after the tern runs; its
+# p50 is the mean of the two.  Prints p50/p99 of each and tern's p50 as a ratio of the
 # baseline's (goal: <= 1.5).  Environment: SECONDS_PER_RUN (3), SIZE (8).
 set -euo pipefail
 
@@ -44,15 +46,23 @@ transports:
   - name: tcp
 log_level: warn
 YAML
-"$BENCH" --mode target --config "$CONFIG" --buffer-size 1M >"$WORK/target.out" 2>"$WORK/target.log" &
-PIDS+=($!)
-SEG=
-for _ in $(seq 300); do
-    SEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/target.out")
-    [ -n "$SEG" ] && break
-    sleep 0.1
-done
-[ -n "$SEG" ] || { echo "latency: the tern target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1; }
+start_target() { # -> SEG (the target runs the plugin TERN_PLUGIN_PATH names, if set)
+    "$BENCH" --mode target --config "$CONFIG" --buffer-size 1M >"$WORK/target.out" 2>"$WORK/target.log" &
+    PIDS+=($!)
+    SEG=
+    for _ in $(seq 300); do
+        SEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/target.out")
+        [ -n "$SEG" ] && break
+        sleep 0.1
+    done
+    [ -n "$SEG" ] || { echo "latency: the tern target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1; }
+}
+stop_target() {
+    kill -TERM "${PIDS[-1]}" 2>/dev/null || true
+    wait "${PIDS[-1]}" 2>/dev/null || true
+    unset 'PIDS[-1]'
+}
+start_target
 
 pingpong() { # -> "p50 p99"
     "$PP" --size "$SIZE" --duration "$T" | sed -n 's/.*p50_us=\([0-9]*\) p99_us=\([0-9]*\).*/\1 \2/p'
@@ -78,6 +88,15 @@ read -r tw50 tw99 <<<"$(rtt write)"
 read -r tr50 tr99 <<<"$(rtt read)"
 read -r w50 w99 <<<"$(tern write)"
 read -r r50 r99 <<<"$(tern read)"
+if [ -n "${PREVIOUS_PLUGIN_DIR:-}" ]; then
+    stop_target
+    export TERN_PLUGIN_PATH="$PREVIOUS_PLUGIN_DIR"
+    start_target
+    read -r ow50 ow99 <<<"$(tern write)"
+    read -r or50 or99 <<<"$(tern read)"
+    stop_target
+    unset TERN_PLUGIN_PATH
+fi
 read -r pb pb99 <<<"$(pingpong)"
 base=$(python3 -c "print('%.1f' % (($pa + $pb) / 2))")
 base99=$(python3 -c "print('%.1f' % (($pa99 + $pb99) / 2))")
@@ -86,6 +105,10 @@ printf '%-22s %8s %8s %14s\n' "$SIZE-byte round trip" "p50 us" "p99 us" "p50 / b
 printf '%-22s %8s %8s %14s\n' "C TCP ping-pong" "$base" "$base99" "1.00"
 printf '%-22s %8s %8s %14s\n' "tern tcp WRITE" "$w50" "$w99" "$(ratio "$w50")"
 printf '%-22s %8s %8s %14s\n' "tern tcp READ" "$r50" "$r99" "$(ratio "$r50")"
+if [ -n "${PREVIOUS_PLUGIN_DIR:-}" ]; then
+    printf '%-22s %8s %8s %14s\n' "previous plugin WRITE" "$ow50" "$ow99" "$(ratio "$ow50")"
+    printf '%-22s %8s %8s %14s\n' "previous plugin READ" "$or50" "$or99" "$(ratio "$or50")"
+fi
 printf '%-22s %8s %8s %14s\n' "transport WRITE" "$tw50" "$tw99" "$(ratio "$tw50")"
 printf '%-22s %8s %8s %14s\n' "transport READ" "$tr50" "$tr99" "$(ratio "$tr50")"
 echo "(tern: the public API, tern-bench; transport: the tcp plugin alone, no core;"
