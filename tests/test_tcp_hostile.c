@@ -521,3 +521,48 @@ Test(tcp_hostile, stranger_warnings_are_rate_limited_with_a_count, .timeout = 60
     cr_assert_leq(lines, 10, "%d warning lines for %d malformed connections", lines, N + 1);
     cr_assert(counted, "no warning said how many were left out");
 }
+
+Test(tcp_hostile, a_refused_request_proves_nothing, .timeout = 120)
+{
+    enum { N = 100 };
+    target t;
+    target_start(&t, yaml_target);
+    legit l;
+    legit_open(&l, &t);
+    legit_round(&l);
+    static int fds[N];
+    for (int i = 0; i < N; i++) {
+        fds[i] = dial(t.port, 0);
+        uint8_t h[TCP_REQ_SIZE];
+        tcp_req q = {.magic = TCP_REQ_MAGIC, .version = TCP_WIRE_VERSION, .opcode = TERN_READ,
+                     .id = 7, .addr = 4096, .length = 8}; /* nothing registered there */
+        tcp_req_encode(h, &q);
+        send_all(fds[i], h, sizeof h);
+    }
+    /* each gets its refusal, then counts as a stranger: evicted or dropped */
+    int refused = 0;
+    for (int i = 0; i < N; i++) {
+        uint8_t rep[TCP_REP_SIZE];
+        struct timeval tv = {3, 0};
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        tcp_rep r;
+        if (recv(fds[i], rep, sizeof rep, MSG_WAITALL) == TCP_REP_SIZE) {
+            tcp_rep_decode(rep, &r);
+            refused += r.status == TERN_ERR_RANGE;
+        }
+    }
+    legit_round(&l);
+    double end = now_s() + 12;
+    int still = 0;
+    for (int i = 0; i < N; i++) {
+        int left = (int)(1000 * (end - now_s()));
+        still += !closed_within(fds[i], left > 0 ? left : 0);
+        close(fds[i]);
+    }
+    legit_round(&l);
+    cr_log_info("refused requests: %d of %d answered TERN_ERR_RANGE, %d still open 12 s later",
+                refused, N, still);
+    cr_assert_eq(still, 0, "%d connections that only sent refused requests were kept", still);
+    legit_close(&l);
+    target_stop(&t);
+}

@@ -13,7 +13,7 @@
  *
  * Budgets (see docs/protocol.md, "Target budgets"):
  *  - a connection is a stranger until it has authenticated (auth on) or
- *    sent one well-formed request header (auth off); strangers are limited
+ *    sent one request inside registered memory (auth off); strangers are limited
  *    per source address and in total, the oldest is dropped to make room,
  *    and one idle for unproven_idle_ms is dropped; established
  *    connections can use all of max_server_connections;
@@ -361,12 +361,12 @@ static void srv_header(tcp_srv_conn *c)
         srv_garbage(c, what);
         return;
     }
-    srv_prove(c);
     atomic_fetch_add(&ctx->st_req_served, 1);
     c->q = q;
     c->off = 0;
     c->mr = q.length ? tcp_mr_pin(ctx, q.addr, q.length) : NULL;
     if (c->mr) {
+        srv_prove(c); /* a request inside registered memory; a refused one proves nothing */
         if (q.opcode == TERN_WRITE) {
             c->state = S_WPAY;
         } else {
