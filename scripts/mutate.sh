@@ -67,6 +67,16 @@ failed-reported-completed | - | tern_req_fail_locked\(b, cs->idx, \KTERN_FAILED(
 auth-any-proof-accepted | quick | return \KCRYPTO_memcmp\(a, b, n\) == 0(?=;) | 1 | test_auth | auth_exchange/wrong_client_proof_is_refused_by_the_daemon
 # -- eviction: hits never set SIEVE's visited bit (it degrades to FIFO)
 sieve-hits-not-visited | - | if \(!atomic_load_explicit\(&e->visited, memory_order_relaxed\)\)\n\s+atomic_store_explicit\(&e->visited, \K1(?=, memory_order_relaxed\);) | 0 | test_epstore | epstore/sieve_order
+# -- healing: a failed peer's descriptor is fetched again
+heal-no-refetch | - | if \(\Kcs->refetch(?= \|\| cs->range\) \{) | 0 | test_heal | heal/target_restarted_same_name_ephemeral_data_port
+# -- same-host transport: ranges checked against the peer's current table
+shm-stale-registrations | - | int fresh = \Kr->seq == h\.seq(?=;) | 1 | test_shm_integration | shm_integration/buffer_unregistered_by_the_peer_is_never_written
+# -- control plane: a passive endpoint only for the segment that asked
+peer-check-skipped | - | else if \(\K(?=tern_peer_check_connection\(e, p\.x) | 0 && | test_hostile_control | hostile_control/hijack_efa_refused
+# -- files the configuration names: opened without blocking
+fileio-blocking-open | - | O_RDONLY \| \KO_NONBLOCK(?= \| O_NOCTTY) | 0 | test_config_files | files/config_file_fifo_devzero_dir_missing
+# -- tcp target: a peer that stops sending is cut by the progress floor
+tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &&) | 0 && | test_tcp_hostile | tcp_hostile/trickled_write_blocks_neither_register_nor_other_peers
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

@@ -5,7 +5,8 @@
  *
  * The engine listens on <server name> (port 0: any), its tcp transport on
  * <tcp data port> (0: ephemeral).  <shift MiB> maps that much memory first,
- * so the buffers land at other addresses than a previous run's.  With a
+ * so the buffers land at other addresses than a previous run's; "fixed"
+ * puts them at the same address in every run instead.  With a
  * loopx path, "loopx" (configured unable to reach any peer) comes first in
  * the transport list, tcp second.  It registers two adjacent buffers A and
  * B and prints
@@ -13,7 +14,10 @@
  * then answers on stdin: UNREG (unregister B -> "UNREG ok"), CHECK (guard
  * canaries), EXIT (or EOF). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 
 #include "peer_common.h"
@@ -21,11 +25,14 @@
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s <server name> <tcp port> <shift MiB> [loopx path]\n",
+        fprintf(stderr, "usage: %s <server name> <tcp port> <shift MiB | fixed> [loopx path]\n",
                 argv[0]);
         return 2;
     }
-    size_t shift = (size_t)strtoul(argv[3], NULL, 10) << 20;
+    /* "fixed": the buffers at the same address in every run, so a restarted
+     * peer differs from the old one only in its data port. */
+    int fixed = strcmp(argv[3], "fixed") == 0;
+    size_t shift = fixed ? 0 : (size_t)strtoul(argv[3], NULL, 10) << 20;
     void *pad = shift ? mmap(NULL, shift, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
                       : NULL;
@@ -51,9 +58,14 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t total = 2 * GUARD + LEN_A + LEN_B;
-    uint8_t *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED)
+    uint8_t *map = mmap(fixed ? (void *)(uintptr_t)0x6e0000000000ull : NULL, total,
+                        PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | (fixed ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+    if (map == MAP_FAILED) {
+        printf("FAIL mmap: %s\n", strerror(errno));
+        fflush(stdout);
         return 1;
+    }
     memset(map, 0xA5, total);
     uint8_t *a = map + GUARD, *b = a + LEN_A;
     memset(a, 0, LEN_A + LEN_B);
