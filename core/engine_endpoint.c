@@ -26,6 +26,7 @@
  * handshake.  A passive handler always replaces an existing endpoint for its
  * key (the peer reconnecting after a failure). */
 #include "engine.h"
+#include "mooncake_compat.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -496,6 +497,8 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
         return refusal("bad handshake descriptor: %s", msg);
     passive_ctx p = {.e = e, .hd = &hd};
     char *reply;
+    if (!hd.transport[0]) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
+        tern_strlcpy(hd.transport, tern_mooncake_infer_transport(&hd), sizeof hd.transport);
     if (!(p.x = xport_named(e, hd.transport)))
         reply = refusal("transport '%s' is not loaded on %s", hd.transport[0] ? hd.transport
                                                                               : "(none named)",

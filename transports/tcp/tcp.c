@@ -127,6 +127,9 @@ static const tern_option tcp_options[] = {
      "SO_RCVBUF of data connections (0 = kernel autotuning)"},
     {"max_server_connections", TERN_OPT_INT, 1, 65536, NULL, "1024",
      "incoming data connections served at once (more are closed)"},
+    {"mooncake_port", TERN_OPT_INT, -1, 65535, NULL, "-1",
+     "port serving Mooncake-format initiators (-1 = off, 0 = ephemeral); published as "
+     "tcp_data_port"},
     {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
 };
 
@@ -175,6 +178,7 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     ctx->opt_rcvbuf = (int)opt_int(ctx, "rcvbuf", 0);
     ctx->opt_max_server_conns = (int)opt_int(ctx, "max_server_connections", 1024);
     ctx->opt_nodelay = opt_bool(ctx, "nodelay", 1);
+    ctx->opt_mc_port = (int)opt_int(ctx, "mooncake_port", -1);
     if (ctx->opt_port < 0 || ctx->opt_port > 65535)
         return tcp_errf(err, errlen, TERN_ERR_CONFIG,
                         "transports.tcp.port: %d is not a port (0..65535)", ctx->opt_port);
@@ -281,6 +285,8 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
     int rc = tcp_read_options(ctx, err, errlen);
     if (rc == 0)
         rc = tcp_server_start(ctx, err, errlen);
+    if (rc == 0 && (rc = tcp_mc_start(ctx, err, errlen)) != 0)
+        tcp_server_stop(ctx);
     if (rc) {
         tcp_ctx_free(ctx);
         return rc;
@@ -306,6 +312,7 @@ static void tcp_fini(void *vctx)
             break;
         tcp_ep_close(ep);
     }
+    tcp_mc_stop(ctx);
     tcp_server_stop(ctx);
     tcp_ctx_free(ctx);
 }
@@ -438,6 +445,8 @@ static int tcp_segment_describe(void *vctx, tern_desc *out)
     int rc = ctx->host.desc_set_str(out, "host", ctx->adv_host);
     if (rc == 0)
         rc = ctx->host.desc_set_u64(out, "port", (uint64_t)ctx->lport);
+    if (rc == 0)
+        rc = tcp_mc_describe(ctx, out);
     return rc;
 }
 
@@ -546,11 +555,11 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .mr_register = tcp_mr_register,
     .mr_deregister = tcp_mr_deregister,
     .segment_describe = tcp_segment_describe,
-    .ep_open = tcp_ep_open,
+    .ep_open = tcp_any_ep_open,
     .ep_describe = tcp_ep_describe,
-    .ep_connect = tcp_ep_connect,
-    .ep_close = tcp_ep_close,
-    .submit = tcp_submit,
+    .ep_connect = tcp_any_ep_connect,
+    .ep_close = tcp_any_ep_close,
+    .submit = tcp_any_submit,
     .poll = tcp_poll,
     .ep_reset = NULL,
     .query = tcp_query,

@@ -528,6 +528,7 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
     tcp_ep *ep = calloc(1, sizeof *ep);
     if (!ep)
         return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
+    ep->wire = TCP_WIRE_TERN;
     ep->ctx = ctx;
     snprintf(ep->host, sizeof ep->host, "%s", host);
     ep->port = (uint16_t)port;

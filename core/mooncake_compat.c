@@ -1,0 +1,136 @@
+/* core/mooncake_compat.c: reading a Mooncake Transfer Engine's segment
+ * descriptor (docs/protocol.md, "Mooncake compatibility").
+ *
+ * A descriptor without "transports" is in Mooncake's shape.  Before the
+ * ordinary decoder (desc.c) reads it, this file rewrites the parsed JSON
+ * in place into what tern's decoder expects, so there is one decoder and
+ * one set of checks:
+ *   - "timestamp" as a string (Mooncake writes local time as text):
+ *     dropped; tern does not use a peer's timestamp.
+ *   - a buffer "name" longer than a location (Mooncake's TCP transport
+ *     puts the segment name there): replaced by "*", the location that
+ *     stands for "unknown".
+ *   - "protocol": "tcp" without a priority_matrix: one pseudo device,
+ *     "mooncake-tcp", reachable from every location ("*"), a zero key per
+ *     buffer, and a "transports" entry whose address blob sends the tcp
+ *     transport to tcp_data_port in Mooncake's data format, version
+ *     tcp_proto_version (1 when absent).
+ * RDMA descriptors already carry devices, keys and a priority_matrix in
+ * the shape tern reads; only the first two rules apply to them. */
+#include "mooncake_compat.h"
+
+#include <json-c/json.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "desc.h"
+#include "handshake.h"
+
+#define MC_TCP_DEVICE "mooncake-tcp"
+
+static json_object *get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    return json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static void fix_buffers(json_object *root, int add_keys)
+{
+    json_object *bufs = get(root, "buffers");
+    if (!bufs || !json_object_is_type(bufs, json_type_array))
+        return;
+    size_t n = json_object_array_length(bufs);
+    for (size_t i = 0; i < n; i++) {
+        json_object *b = json_object_array_get_idx(bufs, i);
+        if (!json_object_is_type(b, json_type_object))
+            continue; /* the decoder names it */
+        json_object *name = get(b, "name");
+        if (name && json_object_is_type(name, json_type_string) &&
+            strlen(json_object_get_string(name)) >= TERN_LOCATION_MAX)
+            json_object_object_add(b, "name", json_object_new_string("*"));
+        if (add_keys && !get(b, "lkey") && !get(b, "rkey")) {
+            json_object *l = json_object_new_array(), *r = json_object_new_array();
+            json_object_array_add(l, json_object_new_uint64(0));
+            json_object_array_add(r, json_object_new_uint64(0));
+            json_object_object_add(b, "lkey", l);
+            json_object_object_add(b, "rkey", r);
+        }
+    }
+}
+
+static json_object *tcp_devices(void)
+{
+    json_object *devs = json_object_new_array(), *d = json_object_new_object();
+    json_object_object_add(d, "name", json_object_new_string(MC_TCP_DEVICE));
+    json_object_array_add(devs, d);
+    return devs;
+}
+
+static json_object *tcp_matrix(void)
+{
+    json_object *m = json_object_new_object(), *lists = json_object_new_array();
+    json_object *pref = json_object_new_array();
+    json_object_array_add(pref, json_object_new_string(MC_TCP_DEVICE));
+    json_object_array_add(lists, pref);
+    json_object_array_add(lists, json_object_new_array());
+    json_object_object_add(m, "*", lists);
+    return m;
+}
+
+/* The tcp transport's address blob for a Mooncake peer. */
+static json_object *tcp_addr(json_object *root)
+{
+    json_object *a = json_object_new_object();
+    json_object *name = get(root, "name"), *port = get(root, "tcp_data_port");
+    json_object *ver = get(root, "tcp_proto_version");
+    char host[256] = "";
+    uint16_t hp = 0;
+    if (name && json_object_is_type(name, json_type_string))
+        tern_split_host_port(json_object_get_string(name), host, sizeof host, &hp);
+    json_object_object_add(a, "host", json_object_new_string(host));
+    if (port && json_object_is_type(port, json_type_int) && json_object_get_int64(port) > 0 &&
+        json_object_get_int64(port) <= 65535)
+        json_object_object_add(a, "port", json_object_new_uint64((uint64_t)json_object_get_int64(port)));
+    int64_t v = ver && json_object_is_type(ver, json_type_int) ? json_object_get_int64(ver) : 1;
+    json_object_object_add(a, "wire", json_object_new_string("mooncake"));
+    json_object_object_add(a, "version", json_object_new_uint64(v >= 2 ? 2 : 1));
+    return a;
+}
+
+int tern_mooncake_desc_is(const json_object *root)
+{
+    return root && json_object_is_type(root, json_type_object) &&
+           !json_object_object_get_ex(root, "transports", NULL);
+}
+
+void tern_mooncake_desc_normalize(json_object *root)
+{
+    if (!tern_mooncake_desc_is(root))
+        return;
+    json_object *ts = get(root, "timestamp");
+    if (ts && json_object_is_type(ts, json_type_string))
+        json_object_object_del(root, "timestamp");
+    json_object *proto = get(root, "protocol");
+    int tcp = proto && json_object_is_type(proto, json_type_string) &&
+              strcmp(json_object_get_string(proto), "tcp") == 0 && !get(root, "priority_matrix");
+    fix_buffers(root, tcp);
+    if (!tcp)
+        return;
+    json_object *t = json_object_new_object(), *arr = json_object_new_array();
+    json_object_object_add(t, "name", json_object_new_string("tcp"));
+    json_object_object_add(t, "devices", tcp_devices());
+    json_object_object_add(t, "priority_matrix", tcp_matrix());
+    json_object_object_add(t, "addr", tcp_addr(root));
+    json_object_array_add(arr, t);
+    json_object_object_add(root, "transports", arr);
+}
+
+/* A Connection request without tern's "transport" key comes from a Mooncake
+ * engine, whose handshake is per transport but unnamed: an EFA address says
+ * efa, anything else is its RDMA transport (TCP takes no handshake). */
+const char *tern_mooncake_infer_transport(const tern_handshake_desc *hd)
+{
+    if (!hd || hd->transport[0])
+        return hd ? hd->transport : "";
+    return hd->efa_addr[0] ? "efa" : "rdma";
+}

@@ -1,0 +1,22 @@
+# Mooncake compatibility (docs/protocol.md, "Mooncake compatibility"):
+# tern-test-mooncake-peer is tern's side; test_mooncake_wire drives tern's
+# Mooncake-format port byte by byte (no Mooncake needed); the two
+# mooncake_tcp tests run a real Mooncake Transfer Engine against tern in a
+# network namespace and skip (77) without the binaries named by
+# TERN_MOONCAKE_BENCH_V0310 / TERN_MOONCAKE_BENCH_V0312
+# (tests/mooncake/build-mooncake.sh builds them).
+add_executable(tern-test-mooncake-peer ${CMAKE_CURRENT_SOURCE_DIR}/helpers/mooncake_peer.c)
+target_link_libraries(tern-test-mooncake-peer PRIVATE tern PkgConfig::JSONC)
+find_program(TERN_PYTHON3 python3)
+if(TERN_PYTHON3)
+  add_test(NAME test_mooncake_wire
+           COMMAND ${TERN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/mooncake/test_mooncake_wire.py
+                   ${CMAKE_BINARY_DIR}/bin/tern-test-mooncake-peer)
+  set_tests_properties(test_mooncake_wire PROPERTIES TIMEOUT 120)
+endif()
+foreach(tag v0.3.10 v0.3.12.post1)
+  add_test(NAME test_mooncake_tcp_${tag}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mooncake/test_mooncake_tcp.sh
+                   ${CMAKE_BINARY_DIR} ${tag})
+  set_tests_properties(test_mooncake_tcp_${tag} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endforeach()
