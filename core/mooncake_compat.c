@@ -10,7 +10,7 @@
  *   - a buffer "name" longer than a location (Mooncake's TCP transport
  *     puts the segment name there): replaced by "*", the location that
  *     stands for "unknown".
- *   - "protocol": "tcp" without a priority_matrix: one pseudo device,
+ *   - "protocol": "tcp" without devices or priority_matrix: one pseudo device,
  *     "mooncake-tcp", reachable from every location ("*"), a zero key per
  *     buffer, and a "transports" entry whose address blob sends the tcp
  *     transport to tcp_data_port in Mooncake's data format, version
@@ -112,7 +112,8 @@ void tern_mooncake_desc_normalize(json_object *root)
         json_object_object_del(root, "timestamp");
     json_object *proto = get(root, "protocol");
     int tcp = proto && json_object_is_type(proto, json_type_string) &&
-              strcmp(json_object_get_string(proto), "tcp") == 0 && !get(root, "priority_matrix");
+              strcmp(json_object_get_string(proto), "tcp") == 0 && !get(root, "priority_matrix") &&
+              !get(root, "devices");
     fix_buffers(root, tcp);
     if (!tcp)
         return;
