@@ -154,9 +154,11 @@ static int transfer(tern_engine *e, tern_segment_id id, int op, uint8_t *local, 
     tern_request *r = calloc(count, sizeof *r);
     for (size_t i = 0; i < count; i++)
         r[i] = (tern_request){op, local + i * block, id, remote + i * block, block, 0};
-    int rc = tern_batch_submit(b, r, count);
-    if (rc == 0)
+    int rc = tern_batch_submit(b, r, count); /* n when all were taken */
+    if (rc == (int)count)
         rc = tern_batch_wait(b, 60000);
+    else if (rc >= 0)
+        rc = TERN_ERR_INVAL;
     if (rc < 0)
         fprintf(stderr, "mooncake_peer: %s of %zu x %zu B: %s\n", op == TERN_WRITE ? "WRITE" : "READ",
                 count, block, tern_batch_error(b, 0) ? tern_batch_error(b, 0)

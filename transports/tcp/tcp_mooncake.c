@@ -599,7 +599,10 @@ int tcp_mc_ep_open(const tcp_mc_hooks *h, const char *host, uint16_t port, int v
     pthread_mutex_init(&ep->mu, NULL);
     pthread_cond_init(&ep->cv, NULL);
     ep->workers = ws;
-    ep->nworkers = nconn < 1 ? 1 : nconn;
+    /* Format 1 acknowledges nothing: a WRITE is done when it is sent.  One
+     * connection keeps the peer's order (it serves a connection's requests
+     * one after another), so a READ after a WRITE sees the written bytes. */
+    ep->nworkers = !ep->v2 || nconn < 1 ? 1 : nconn;
     for (int i = 0; i < ep->nworkers; i++) {
         ws[i].ep = ep;
         ws[i].fd = -1;
@@ -633,7 +636,7 @@ int tcp_mc_ep_submit(tcp_mc_ep *ep, tern_slice *const *slices, int n)
     }
     pthread_cond_broadcast(&ep->cv);
     pthread_mutex_unlock(&ep->mu);
-    return 0;
+    return n; /* all taken (the vtable's contract: the number accepted) */
 }
 
 void tcp_mc_ep_close(tcp_mc_ep *ep)

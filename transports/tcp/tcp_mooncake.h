@@ -65,6 +65,7 @@ typedef struct tcp_mc_ep tcp_mc_ep;
  * format 2; else format 1).  nconn: connections (one thread each). */
 int tcp_mc_ep_open(const tcp_mc_hooks *h, const char *host, uint16_t port, int version,
                    int nconn, tcp_mc_ep **out, char *err, size_t errlen);
+/* Queues all n; returns n (or an error, none taken). */
 int tcp_mc_ep_submit(tcp_mc_ep *ep, tern_slice *const *slices, int n);
 void tcp_mc_ep_close(tcp_mc_ep *ep); /* queued slices complete with an error */
 
