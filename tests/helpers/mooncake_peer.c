@@ -12,6 +12,8 @@
  *       PATTERN        -> "PATTERN ok" | "PATTERN bad <off>" (BUF untouched)
  *       NOTES          -> "NOTE <name> <msg>" per notification received, then "NOTES end"
  *       EXIT
+ *   (TERN_MC_PEER_CONFIG names another engine YAML for either mode, e.g.
+ *   rdma in the Soft-RoCE VM)
  *   tern-test-mooncake-peer initiator <segment> <block> <count> [notify]
  *     Opens the segment (a Mooncake engine's server name), WRITEs <count>
  *     blocks of a pattern at the start of its first buffer, READs them back
@@ -170,7 +172,7 @@ static int transfer(tern_engine *e, tern_segment_id id, int op, uint8_t *local, 
 
 static int run_initiator(const char *seg, size_t block, size_t count, int notify)
 {
-    tern_engine *e = make_engine(initiator_yaml, NULL);
+    tern_engine *e = make_engine(initiator_yaml, getenv("TERN_MC_PEER_CONFIG"));
     if (!e)
         return 1;
     size_t len = block * count;
@@ -220,7 +222,8 @@ static int run_initiator(const char *seg, size_t block, size_t count, int notify
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "target"))
-        return run_target(argc >= 4 && !strcmp(argv[2], "--config") ? argv[3] : NULL);
+        return run_target(argc >= 4 && !strcmp(argv[2], "--config") ? argv[3]
+                                                                     : getenv("TERN_MC_PEER_CONFIG"));
     if (argc >= 5 && !strcmp(argv[1], "initiator"))
         return run_initiator(argv[2], strtoul(argv[3], NULL, 0), strtoul(argv[4], NULL, 0),
                              argc >= 6 && !strcmp(argv[5], "notify"));
