@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps run test install clean
+.PHONY: all build deps run test install clean mutate
 
 all: build
 
@@ -33,7 +33,7 @@ install: build
 clean:
 	rm -rf $(BUILD)
 
-# Hardening (issue 8): libFuzzer targets, each run FUZZ_SECONDS (clang,
+# Hardening: libFuzzer targets, each run FUZZ_SECONDS (clang,
 # ASan + UBSan, build dir BUILD_FUZZ); integration tests under valgrind.
 FUZZ_SECONDS ?= 60
 BUILD_FUZZ ?= build-fuzz
@@ -67,3 +67,11 @@ test-asan: deps
 	  if [ $$n -ne 0 ]; then echo "test-asan: $$n sanitizer report(s):"; \
 	    for f in asan-logs/*; do echo "== $$f"; head -60 "$$f"; done; fi; \
 	  [ $$rc -eq 0 ] && [ $$n -eq 0 ]
+
+# Mutation check (scripts/mutate.sh): each named mutation of the code is
+# applied to a scratch copy (build-mutate/), rebuilt incrementally, and the
+# test that should catch it is run; exits non-zero unless every mutation is
+# caught.  MUTATE_SET=quick runs the short subset.
+MUTATE_SET ?= all
+mutate:
+	MUTATE_SET=$(MUTATE_SET) JOBS=$(JOBS) ./scripts/mutate.sh

@@ -251,6 +251,22 @@ static int server_hello(const tern_auth *a, tern_auth_session *ss, json_object *
     return rc ? rc : TERN_AUTH_STEP_REPLY;
 }
 
+/* A hello or proof frame that is not what docs/protocol.md ("Handshake
+ * frames", Auth) describes: say so, rather than blame the secret. */
+static int malformed(int step, const char *peer, uint8_t **out, size_t *outlen, char *err,
+                     size_t errlen)
+{
+    const char *want = step == 1 ? "hello {\"auth\":\"hmac-sha256\",\"nonce\":<64 hex digits>}"
+                                 : "proof {\"proof\":<64 hex digits>}";
+    char msg[256];
+    snprintf(msg, sizeof msg, "authentication failed: malformed authentication %s expected",
+             want);
+    refusal_frame(TERN_HS_AUTH, msg, 0, out, outlen);
+    return tern_errf(err, errlen, TERN_ERR_AUTH,
+                     "authentication failed: peer %s sent a malformed authentication frame "
+                     "(a %s was expected)", peer, want);
+}
+
 int tern_auth_hs_server_step(const tern_auth *a, tern_auth_session *ss, const uint8_t *payload,
                              size_t len, const char *peer, uint8_t **out, size_t *outlen,
                              char *err, size_t errlen)
@@ -271,7 +287,7 @@ int tern_auth_hs_server_step(const tern_auth *a, tern_auth_session *ss, const ui
                          "(it sent no authentication; check auth_secret_file)", peer);
     }
     json_object *o = parse((const char *)payload + 1, len - 1);
-    int rc = TERN_ERR_PROTOCOL;
+    int rc = TERN_ERR_PROTOCOL, step = ss->step;
     if (o && ss->step == 1) {
         rc = server_hello(a, ss, o, out, outlen);
     } else if (o && ss->step == 2) {
@@ -287,6 +303,8 @@ int tern_auth_hs_server_step(const tern_auth *a, tern_auth_session *ss, const ui
     json_object_put(o);
     if (rc >= 0)
         return rc;
+    if (rc == TERN_ERR_PROTOCOL) /* not a proof that failed: a frame we cannot read */
+        return malformed(step, peer, out, outlen, err, errlen);
     refusal_frame(TERN_HS_AUTH,
                   "authentication failed: the proof of the shared secret did not match "
                   "(check auth_secret_file on both sides)", 0, out, outlen);

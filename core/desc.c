@@ -767,7 +767,7 @@ char *tern_handshake_desc_encode(const tern_handshake_desc *d)
     json_object_object_add(root, "local_lid", json_object_new_uint64(d->local_lid));
     json_object_object_add(root, "local_gid", json_object_new_string(d->local_gid));
     json_object_object_add(root, "peer_nic_path", json_object_new_string(d->peer_nic_path));
-    size_t nqp = d->nqp < 64 ? d->nqp : 64;
+    size_t nqp = d->nqp < TERN_HS_DESC_MAX_QP ? d->nqp : TERN_HS_DESC_MAX_QP;
     json_object *qps = json_object_new_array_ext(nqp ? (int)nqp : 1);
     for (size_t i = 0; i < nqp; i++)
         json_object_array_add(qps, json_object_new_uint64(d->qp_num[i]));
@@ -791,6 +791,13 @@ int tern_handshake_desc_decode(const char *json, size_t len, tern_handshake_desc
     if (rc)
         return rc;
     uint64_t lid = 0;
+    /* The object goes to transports whole: bound it (docs/protocol.md). */
+    if (json_object_object_length(root) > TERN_HS_DESC_MAX_KEYS) {
+        int n = json_object_object_length(root);
+        json_object_put(root);
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                         "handshake descriptor: %d keys, at most %d", n, TERN_HS_DESC_MAX_KEYS);
+    }
     rc = get_str(root, "", "reply_msg", 0, out->reply_msg, sizeof out->reply_msg, err, errlen);
     /* A refusal may carry nothing but reply_msg; a descriptor needs both paths. */
     int need = !rc && out->reply_msg[0] == '\0';
@@ -809,8 +816,8 @@ int tern_handshake_desc_decode(const char *json, size_t len, tern_handshake_desc
     if (!rc)
         rc = get_gid(root, "", "local_gid", out->local_gid, sizeof out->local_gid, err, errlen);
     if (!rc)
-        rc = get_uint_array(root, "", "qp_num", UINT32_MAX, NULL, out->qp_num, 64, &out->nqp,
-                            err, errlen);
+        rc = get_uint_array(root, "", "qp_num", UINT32_MAX, NULL, out->qp_num,
+                            TERN_HS_DESC_MAX_QP, &out->nqp, err, errlen);
     if (!rc)
         rc = get_str(root, "", "efa_addr", 0, out->efa_addr, sizeof out->efa_addr, err, errlen);
     if (rc) {

@@ -1,6 +1,6 @@
 /* core/desc.h: segment and handshake descriptors (json-c), with the
  * reference's exact JSON keys so the two stay readable to each other.
- * Owner: desc.c.  Decoders refuse wrong types, missing mandatory keys,
+ * Implemented in desc.c.  Decoders refuse wrong types, missing mandatory keys,
  * out-of-range numbers and absurd sizes with a message naming the key.
  *
  * Segment descriptor JSON:
@@ -94,14 +94,17 @@ const tern_seg_transport *tern_segment_find_transport(const tern_segment_desc *d
 const tern_buffer_keys *tern_buffer_find_keys(const tern_buffer_desc *b,
                                               const char *transport);
 
-/* Handshake descriptor: the reference's keys plus the transport's own. */
+/* Handshake descriptor: the reference's keys plus the transport's own.
+ * Limits per key: docs/protocol.md, Handshake frames. */
+#define TERN_HS_DESC_MAX_KEYS 64 /* members of a handshake descriptor object */
+#define TERN_HS_DESC_MAX_QP 64   /* qp_num entries */
 typedef struct tern_handshake_desc {
     char transport[TERN_NAME_MAX];     /* tern's addition: "transport" */
     char local_nic_path[320];
     char peer_nic_path[320];
     uint16_t local_lid;
     char local_gid[48];
-    uint32_t qp_num[64];
+    uint32_t qp_num[TERN_HS_DESC_MAX_QP];
     size_t nqp;
     char reply_msg[512];
     char efa_addr[512];

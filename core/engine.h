@@ -34,6 +34,8 @@ typedef struct tern_connecting {
     char key[400];
     char local_nic_path[320];
     int yielded;      /* a passive endpoint was inserted meanwhile */
+    int sent;         /* sent_digest holds the SHA-256 of our Connection frame */
+    uint8_t sent_digest[32]; /* so our daemon can confirm it (peer_check.h) */
     int done, rc;     /* outcome, shared with the threads that waited */
     int waiters;      /* the last one out frees it */
     char err[512];

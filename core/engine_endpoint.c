@@ -23,8 +23,9 @@
  *   - accepted: the peer replaced whatever it had by our attempt's endpoint,
  *     so if we yielded meanwhile we replace our passive endpoint too.
  * Both sides therefore keep the endpoints of the same, last accepted,
- * handshake.  A passive handler always replaces an existing endpoint for its
- * key (the peer reconnecting after a failure). */
+ * handshake.  A passive handler replaces an existing endpoint for its key
+ * (the peer reconnecting after a failure) only once the segment the frame
+ * names confirmed sending it (peer_check.h), and logs the replacement. */
 #include "engine.h"
 #include "mooncake_compat.h"
 
@@ -36,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "peer_check.h"
 #include "util.h"
 
 void tern_endpoint_close_cb(void *arg, void *ep)
@@ -160,6 +162,7 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
     if (!req)
         return tern_errf(a->err, a->errlen, rc ? rc : TERN_ERR_NOMEM,
                          "%s: describing the endpoint failed", x->pl->name);
+    tern_peer_check_sent(x, a->c, req, strlen(req)); /* the peer calls back to confirm */
     char *reply = NULL, msg[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;
     rc = tern_hs_request_auth(x->eng->auth, a->seg->name, TERN_HS_CONNECTION, req, strlen(req), &reply, &rlen,
@@ -506,6 +509,8 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
     else if (!(p.x->ops->caps & TERN_CAP_HANDSHAKE))
         reply = refusal("transport '%s' on %s takes no handshake", p.x->pl->name,
                         e->server_name);
+    else if (tern_peer_check_connection(e, p.x, &hd, json, len, msg, sizeof msg) != 0)
+        reply = refusal("%s", msg); /* not sent by the segment it names */
     else
         reply = passive_run(&p);
     tern_handshake_desc_clear(&hd);

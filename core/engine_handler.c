@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "peer_check.h"
 #include "util.h"
 
 static char *json_dup(json_object *o)
@@ -152,7 +153,10 @@ int tern_engine_hs_handler(void *arg, int type, const char *json, size_t len, ch
     case TERN_HS_CONNECTION: *reply = tern_endpoint_accept(e, json, len); break;
     case TERN_HS_METADATA: *reply = metadata_reply(e); break;
     case TERN_HS_NOTIFY: *reply = notify_reply(e, json, len, &rc); break;
-    case TERN_HS_PROBE: *reply = probe_reply(e); break;
+    case TERN_HS_PROBE: /* a confirmation request (peer_check.h) or a plain probe */
+        if (!(*reply = tern_peer_check_probe(e, json, len)))
+            *reply = probe_reply(e);
+        break;
     default:
         rc = TERN_ERR_PROTOCOL;
         *reply = error_reply("unknown frame type");

@@ -5,11 +5,15 @@
  * a slow or hostile client is dropped after io_timeout) plus a small worker
  * pool that runs the handler: handlers may block (bringing up QPs), so they
  * never run on the epoll thread.  Workers hand the encoded reply back to the
- * epoll thread, which writes it, shuts down writing and closes. */
+ * epoll thread, which writes it, shuts down writing and closes.
+ *
+ * Framing, per-type request limits, the Connection lane and the
+ * rate-limited warnings: docs/protocol.md, "Handshake frames". */
 #include "handshake.h"
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +38,8 @@
 #define HS_WORKERS 64 /* handlers block on I/O (QP bring-up): grow up to this */
 #define HS_DEFAULT_IO_TIMEOUT_MS 5000
 #define HS_DEFAULT_MAX_CONN 1024
+#define HS_WARN_INTERVAL_MS 10000 /* one warning about strangers per interval */
+#define HS_TRIM_BYTES (4u << 20)  /* payload bytes since the last trim worth a trim */
 
 static const char *type_name(int type)
 {
@@ -83,6 +89,17 @@ int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out, 
     return frame_encode(type, json, len, out, outlen);
 }
 
+size_t tern_hs_request_limit(uint8_t first)
+{
+    switch (first) {
+    case TERN_HS_METADATA: return TERN_HS_LIMIT_METADATA;
+    case TERN_HS_NOTIFY: return TERN_HS_LIMIT_NOTIFY;
+    case TERN_HS_PROBE: return TERN_HS_LIMIT_PROBE;
+    case TERN_HS_AUTH: return TERN_HS_LIMIT_AUTH;
+    default: return TERN_HS_LIMIT_CONNECTION; /* 0, or old-protocol JSON */
+    }
+}
+
 int tern_hs_frame_header(const uint8_t hdr[8], uint64_t max_frame, uint64_t *len)
 {
     uint64_t n = get_le64(hdr);
@@ -117,7 +134,7 @@ static int json_check(const char *json, size_t len, char *err, size_t errlen)
         return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON: empty");
     if (len > INT32_MAX)
         return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON: too large");
-    json_tokener *tok = json_tokener_new();
+    json_tokener *tok = json_tokener_new_ex(TERN_HS_JSON_DEPTH);
     if (!tok)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     json_object *o = json_tokener_parse_ex(tok, json, (int)len);
@@ -162,6 +179,7 @@ typedef struct hs_conn {
     uint8_t *out;
     size_t outlen, outoff;
     tern_auth_session auth;      /* step != 0: the peer has not proved the secret yet */
+    int is_conn;                 /* a Connection request: the bounded lane */
     int resume;                  /* after writing out: read the next frame (auth) */
     struct hs_conn *prev, *next; /* all connections */
     struct hs_conn *qnext;       /* work or done queue */
@@ -183,8 +201,13 @@ struct tern_hs_server {
     int queued;         /* requests waiting for a worker */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    hs_conn *work_head, *work_tail;
+    hs_conn *work_head, *work_tail; /* Metadata, Probe, Notify: answered first */
+    hs_conn *conn_head, *conn_tail; /* Connection: at most TERN_HS_CONN_WORKERS at once */
+    int conn_busy;
     hs_conn *done_head, *done_tail;
+    uint64_t alloc_since_trim;      /* payload bytes allocated since malloc_trim */
+    uint64_t warn_last_ms;          /* strangers' warnings: the last one logged */
+    unsigned long warn_suppressed;  /* and how many were held back since */
     int stop_workers;
     atomic_int stop_loop;
 };
@@ -294,17 +317,24 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&s->mu);
     for (;;) {
         s->idle++;
-        while (!s->stop_workers && !s->work_head)
+        while (!s->stop_workers && !s->work_head &&
+               !(s->conn_head && s->conn_busy < TERN_HS_CONN_WORKERS))
             pthread_cond_wait(&s->cv, &s->mu);
         s->idle--;
         if (s->stop_workers)
             break;
-        hs_conn *c = q_pop(&s->work_head, &s->work_tail);
+        hs_conn *c = s->work_head ? q_pop(&s->work_head, &s->work_tail)
+                                  : q_pop(&s->conn_head, &s->conn_tail);
+        s->conn_busy += c->is_conn;
         s->queued--;
         pthread_mutex_unlock(&s->mu);
         conn_process(s, c);
         send_now(c);
         pthread_mutex_lock(&s->mu);
+        if (c->is_conn) { /* a lane slot is free: a waiting Connection may go */
+            s->conn_busy--;
+            pthread_cond_signal(&s->cv);
+        }
         q_push(&s->done_head, &s->done_tail, c);
         uint64_t one = 1;
         if (write(s->evfd, &one, sizeof one) < 0) { /* counter full: loop wakes anyway */
@@ -369,6 +399,38 @@ static void hs_log(tern_hs_server *s, int level, const char *fmt, ...)
         fprintf(stderr, "tern handshake daemon: %s\n", msg);
 }
 
+/* Warnings about strangers (no or bad authentication, oversized frames):
+ * one per HS_WARN_INTERVAL_MS, with the count of those held back, so a
+ * flood of them cannot flood the log.  Epoll thread only. */
+static void hs_warn_stranger(tern_hs_server *s, const char *msg)
+{
+    uint64_t now = tern_now_ms();
+    if (s->warn_last_ms && now - s->warn_last_ms < HS_WARN_INTERVAL_MS) {
+        s->warn_suppressed++;
+        return;
+    }
+    if (s->warn_suppressed)
+        hs_log(s, TERN_LOG_WARN, "%s (and %lu similar warnings in the last %llu s)", msg,
+               s->warn_suppressed, (unsigned long long)(now - s->warn_last_ms) / 1000);
+    else
+        hs_log(s, TERN_LOG_WARN, "%s", msg);
+    s->warn_last_ms = now;
+    s->warn_suppressed = 0;
+}
+
+/* The warnings held back, once their interval is over (no new one came). */
+static void hs_warn_flush(tern_hs_server *s)
+{
+    uint64_t now = tern_now_ms();
+    if (!s->warn_suppressed || now - s->warn_last_ms < HS_WARN_INTERVAL_MS)
+        return;
+    hs_log(s, TERN_LOG_WARN, "%lu more warnings about unauthenticated or malformed "
+           "connections in the last %llu s", s->warn_suppressed,
+           (unsigned long long)(now - s->warn_last_ms) / 1000);
+    s->warn_last_ms = now;
+    s->warn_suppressed = 0;
+}
+
 static void peer_of(int fd, char *out, size_t outlen)
 {
     struct sockaddr_storage ss;
@@ -397,7 +459,7 @@ static int auth_frame(tern_hs_server *s, hs_conn *c)
     c->plen = c->pgot = 0;
     c->state = C_HDR;
     if (rc < 0)
-        hs_log(s, TERN_LOG_WARN, "%s", why);
+        hs_warn_stranger(s, why);
     if (rc == TERN_AUTH_STEP_DONE)
         return 0;
     if (!out) {
@@ -412,6 +474,25 @@ static int auth_frame(tern_hs_server *s, hs_conn *c)
     c->deadline_ms = tern_now_ms() + io_timeout(s);
     conn_write(s, c);
     return 1;
+}
+
+/* No request may exceed the largest per-type limit (nor max_frame). */
+static uint64_t request_cap(const tern_hs_server *s)
+{
+    return s->opt.max_frame < TERN_HS_LIMIT_REQUEST ? s->opt.max_frame : TERN_HS_LIMIT_REQUEST;
+}
+
+/* A frame over its limit is dropped unread (see docs/protocol.md). */
+static void over_limit(tern_hs_server *s, hs_conn *c, const char *what, uint64_t len,
+                       uint64_t limit)
+{
+    char peer[NI_MAXHOST + NI_MAXSERV + 4], why[NI_MAXHOST + NI_MAXSERV + 200];
+    peer_of(c->fd, peer, sizeof peer);
+    snprintf(why, sizeof why, "peer %s sent a %s frame of %llu bytes, above its limit of %llu "
+             "bytes: connection dropped", peer, what, (unsigned long long)len,
+             (unsigned long long)limit);
+    hs_warn_stranger(s, why);
+    conn_free(s, c);
 }
 
 /* Read header then payload; a complete frame goes to the worker pool. */
@@ -440,9 +521,11 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
             if (c->auth.step == 2) { /* it read our proof and left: a wrong secret */
                 char peer[NI_MAXHOST + NI_MAXSERV + 4];
                 peer_of(c->fd, peer, sizeof peer);
-                hs_log(s, TERN_LOG_WARN, "authentication failed: peer %s did not prove the "
-                       "shared secret (it hung up after our challenge; check auth_secret_file)",
-                       peer);
+                char why[NI_MAXHOST + NI_MAXSERV + 160];
+                snprintf(why, sizeof why, "authentication failed: peer %s did not prove the "
+                         "shared secret (it hung up after our challenge; check "
+                         "auth_secret_file)", peer);
+                hs_warn_stranger(s, why);
             }
             conn_free(s, c);
             return;
@@ -454,8 +537,8 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
             if (c->hgot < 8)
                 continue;
             /* The limit is checked before the payload is allocated. */
-            if (tern_hs_frame_header(c->hdr, s->opt.max_frame, &c->plen) != 0) {
-                conn_free(s, c);
+            if (tern_hs_frame_header(c->hdr, request_cap(s), &c->plen) != 0) {
+                over_limit(s, c, "request", c->plen, request_cap(s));
                 return;
             }
             c->payload = malloc(c->plen);
@@ -463,8 +546,14 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
                 conn_free(s, c);
                 return;
             }
+            s->alloc_since_trim += c->plen;
             c->state = C_PAYLOAD;
             continue;
+        }
+        if (c->pgot == 0 && c->plen > tern_hs_request_limit(c->payload[0])) {
+            over_limit(s, c, type_name(c->payload[0] > TERN_HS_PROBE ? 0 : c->payload[0]),
+                       c->plen, tern_hs_request_limit(c->payload[0]));
+            return;
         }
         c->pgot += (uint64_t)r;
         if (c->pgot < c->plen)
@@ -477,8 +566,12 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->in_epoll = 0;
         c->state = C_WORK;
+        c->is_conn = c->payload[0] == TERN_HS_CONNECTION || c->payload[0] > TERN_HS_PROBE;
         pthread_mutex_lock(&s->mu);
-        q_push(&s->work_head, &s->work_tail, c);
+        if (c->is_conn)
+            q_push(&s->conn_head, &s->conn_tail, c);
+        else
+            q_push(&s->work_head, &s->work_tail, c);
         s->queued++;
         pthread_cond_signal(&s->cv);
         /* More requests than idle workers (they block in handlers): add one,
@@ -597,6 +690,11 @@ static void *loop_main(void *arg)
         timeout = expire(s);
         if (s->nconns < s->opt.max_connections && !s->fd_starved)
             set_accepting(s, 1);
+        hs_warn_flush(s);
+        if (s->nconns == 0 && s->alloc_since_trim >= HS_TRIM_BYTES) {
+            malloc_trim(0); /* a burst's payloads go back to the system */
+            s->alloc_since_trim = 0;
+        }
     }
     return NULL;
 }
@@ -913,6 +1011,11 @@ int tern_hs_request_auth(const tern_auth *auth, const char *server_name, int typ
         return tern_errf(err, errlen, TERN_ERR_INVAL,
                          "handshake: request of %zu bytes exceeds the maximum frame %llu", len,
                          (unsigned long long)max_frame);
+    if (len + 1 > tern_hs_request_limit((uint8_t)type))
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "handshake: %s request of %zu bytes exceeds its limit of %zu bytes "
+                         "(docs/protocol.md, Handshake frames)",
+                         type_name(type), len + 1, tern_hs_request_limit((uint8_t)type));
     if (connect_timeout_ms <= 0)
         connect_timeout_ms = 5000;
     if (io_timeout_ms <= 0)

@@ -1,5 +1,6 @@
-/* core/handshake.h: the control-plane wire protocol and daemon.
- * Owner: handshake.c.  Frame (both directions):
+/* core/handshake.h: the control-plane wire protocol and daemon (handshake.c);
+ * the wire format and its limits are in docs/protocol.md, "Handshake
+ * frames".  Frame (both directions):
  *   u64 length (little-endian; counts the type byte plus the JSON bytes)
  *   u8  type   (0 Connection, 1 Metadata, 2 Notify, 3 Probe)
  *   JSON       length-1 bytes
@@ -22,6 +23,20 @@ enum {
 #define TERN_HS_DEFAULT_PORT 12001
 #define TERN_HS_DEFAULT_MAX_FRAME (1u << 20)
 
+/* Request limits, payload bytes (type byte + JSON), per frame type: far
+ * below max_frame (which bounds replies: a segment descriptor), so that a
+ * stranger's request costs the daemon little (docs/protocol.md). */
+#define TERN_HS_LIMIT_CONNECTION (16u << 10)
+#define TERN_HS_LIMIT_METADATA 4096u
+#define TERN_HS_LIMIT_NOTIFY (32u << 10) /* msg <= 4096 bytes, JSON-escaped */
+#define TERN_HS_LIMIT_PROBE 4096u
+#define TERN_HS_LIMIT_AUTH 1024u
+#define TERN_HS_LIMIT_REQUEST TERN_HS_LIMIT_NOTIFY /* the largest of them */
+#define TERN_HS_LIMIT_PROBE_REPLY 4096u
+#define TERN_HS_JSON_DEPTH 16 /* nesting of any request's JSON */
+#define TERN_HS_CONN_WORKERS 56 /* Connection handlers at once: the rest of
+                                   the pool stays free for Metadata/Probe/Notify */
+
 /* ---- pure codec (fuzzed) ---- */
 /* Encode a frame into a malloc()ed buffer. */
 int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out,
@@ -29,6 +44,9 @@ int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out,
 /* Check the 8-byte header; writes the payload length.  TERN_ERR_PROTOCOL
  * when 0 or above max_frame. */
 int tern_hs_frame_header(const uint8_t hdr[8], uint64_t max_frame, uint64_t *len);
+/* The request limit for a payload whose first byte is `first` (a type
+ * byte; 4 is Auth; above 4 an old-protocol Connection). */
+size_t tern_hs_request_limit(uint8_t first);
 /* Split a payload into type and JSON (old protocol -> Connection). */
 int tern_hs_frame_payload(const uint8_t *payload, size_t len, int *type,
                           const char **json, size_t *jsonlen, char *err, size_t errlen);
@@ -47,7 +65,7 @@ typedef struct tern_hs_options {
     int max_connections;       /* concurrent clients kept (default 1024) */
     tern_hs_handler handler;
     void *arg;
-    /* appended (hardening, auth.h): with a secret, every connection must
+    /* appended (auth.h): with a secret, every connection must
      * prove it before its request is read; refusals are logged with log(arg,
      * TERN_LOG_WARN, ...) (NULL: stderr). */
     const struct tern_auth *auth;
@@ -68,7 +86,7 @@ int tern_hs_request(const char *server_name, int type, const char *json, size_t 
 
 /* The same, proving the shared secret first when auth is not NULL (auth.h).
  * A daemon's "authentication required" refusal becomes TERN_ERR_AUTH with
- * its message, with or without auth. (appended by hardening) */
+ * its message, with or without auth. */
 struct tern_auth;
 int tern_hs_request_auth(const struct tern_auth *auth, const char *server_name, int type,
                          const char *json, size_t len, char **reply, size_t *replylen,

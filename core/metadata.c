@@ -5,7 +5,14 @@
  * its server name.  Any other scheme is a plugin libtern-meta-<scheme>.so
  * (tern/metastore.h), found and checked like a transport: the file, then the
  * const symbol's magic, ABI major, struct size and operations, before any of
- * its code runs. */
+ * its code runs.
+ *
+ * With a store, our entry lives only as long as we do: it is written with
+ * put_ttl (a TTL in redis, a lease in etcd) and a keep-alive thread writes
+ * it again every period, which refreshes the lifetime and puts it back in a
+ * store that restarted empty.  A plugin without put_ttl (ABI 1.0) gets a
+ * periodic check instead: the entry is put again when the store lost it.
+ * See docs/protocol.md, "Metadata store entries". */
 #include "metadata.h"
 
 #include <dlfcn.h>
@@ -16,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -25,6 +33,8 @@
 #include "util.h"
 
 #define MD_MAX_SEGMENT 255
+#define MD_KEEPALIVE_MS 5000 /* default keep-alive period */
+#define MD_TTL_S 20          /* default lifetime of our entry: four periods */
 
 struct tern_metadata {
     char backend[32];
@@ -38,10 +48,29 @@ struct tern_metadata {
     void *dl;                  /* plugin backends */
     const tern_metastore *ops;
     void *store;
-    const struct tern_auth *auth; /* the engine's secret for p2p fetches (hardening) */
+    const struct tern_auth *auth; /* the engine's secret for p2p fetches */
+    /* keep-alive of our entry in a store (plugin backends) */
+    pthread_mutex_t pub_mu;    /* one writer of our entry at a time: a keep-alive
+                                  never puts back an older descriptor */
+    char *pub_json;            /* the last descriptor published, NULL: none */
+    char pub_name[MD_MAX_SEGMENT + 1];
+    int ka_ms, ttl_s;
+    pthread_t ka;
+    int ka_started, ka_stop;   /* under mu */
+    unsigned ka_gen;           /* bumped when the period changes (under mu) */
+    pthread_cond_t ka_cv;
+    unsigned long ka_rounds;   /* keep-alive writes/checks done (tests) */
 };
 
 static int is_p2p(const tern_metadata *md) { return md->ops == NULL; }
+
+/* put_ttl is in the plugin's struct (ABI 1.1) and set. */
+static int has_put_ttl(const tern_metadata *md)
+{
+    return md->ops && md->ops->struct_size >= offsetof(tern_metastore, put_ttl) +
+                                                  sizeof md->ops->put_ttl &&
+           md->ops->put_ttl;
+}
 
 /* ------------------------------------------------------------ plugins */
 
@@ -149,6 +178,10 @@ int tern_metadata_open(const tern_config *cfg, tern_metadata **out, char *err, s
     if (!md)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata: out of memory");
     pthread_mutex_init(&md->mu, NULL);
+    pthread_mutex_init(&md->pub_mu, NULL);
+    pthread_cond_init(&md->ka_cv, NULL);
+    md->ka_ms = MD_KEEPALIVE_MS;
+    md->ttl_s = MD_TTL_S;
     if (tern_strlcpy(md->uri, uri, sizeof md->uri) >= sizeof md->uri) {
         free(md);
         return tern_errf(err, errlen, TERN_ERR_CONFIG, "metadata: URI longer than %zu bytes",
@@ -202,6 +235,14 @@ void tern_metadata_close(tern_metadata *md)
 {
     if (!md)
         return;
+    pthread_mutex_lock(&md->mu);
+    md->ka_stop = 1;
+    pthread_cond_broadcast(&md->ka_cv);
+    int started = md->ka_started;
+    pthread_mutex_unlock(&md->mu);
+    if (started)
+        pthread_join(md->ka, NULL);
+    free(md->pub_json);
     if (md->ops)
         md->ops->close(md->store);
     if (md->dl)
@@ -242,6 +283,107 @@ static int store_err(const tern_metadata *md, int rc, const char *what, const ch
                      perr[0] ? perr : tern_strerror(rc));
 }
 
+/* ---------------------------------------------------------- keep-alive */
+
+/* Write our entry (pub_mu held): with a lifetime when the plugin can. */
+static int store_write(tern_metadata *md, const char *key, const char *json, char *perr,
+                       size_t perrlen)
+{
+    if (has_put_ttl(md))
+        return md->ops->put_ttl(md->store, key, json, strlen(json), md->ttl_s, perr, perrlen);
+    return md->ops->put(md->store, key, json, strlen(json), perr, perrlen);
+}
+
+/* One round (pub_mu held): rewrite the entry, or with an ABI 1.0 plugin put
+ * it back only if the store lost it.  One retry when the first call failed
+ * at once (a store that restarted fails the first call on the old
+ * connection); not after a timeout, so that a publish waiting on pub_mu
+ * (under the engine's memory lock) waits for one store timeout at most. */
+static void keepalive_round(tern_metadata *md)
+{
+    char key[512], perr[768];
+    if (!md->pub_json || tern_metadata_key(md, md->pub_name, key, sizeof key))
+        return;
+    uint64_t t0 = tern_now_ms();
+    for (int attempt = 0; attempt < 2 && tern_now_ms() - t0 < 1000; attempt++) {
+        int rc;
+        if (has_put_ttl(md)) {
+            rc = store_write(md, key, md->pub_json, perr, sizeof perr);
+        } else {
+            char *v = NULL;
+            size_t len = 0;
+            rc = md->ops->get(md->store, key, &v, &len, perr, sizeof perr);
+            free(v);
+            if (rc == TERN_ERR_NOT_FOUND)
+                rc = store_write(md, key, md->pub_json, perr, sizeof perr);
+        }
+        if (rc == 0)
+            break;
+    }
+    md->ka_rounds++;
+}
+
+static void *keepalive_main(void *arg)
+{
+    tern_metadata *md = arg;
+    pthread_mutex_lock(&md->mu);
+    while (!md->ka_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += md->ka_ms / 1000;
+        until.tv_nsec += (long)(md->ka_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        unsigned gen = md->ka_gen;
+        int rc = 0;
+        while (!md->ka_stop && gen == md->ka_gen && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&md->ka_cv, &md->mu, &until);
+        if (md->ka_stop)
+            break;
+        if (rc != ETIMEDOUT)
+            continue; /* a new period: wait that long from now */
+        pthread_mutex_unlock(&md->mu);
+        pthread_mutex_lock(&md->pub_mu);
+        keepalive_round(md);
+        pthread_mutex_unlock(&md->pub_mu);
+        pthread_mutex_lock(&md->mu);
+    }
+    pthread_mutex_unlock(&md->mu);
+    return NULL;
+}
+
+/* Started by the first publish to a store. */
+static void keepalive_start(tern_metadata *md)
+{
+    pthread_mutex_lock(&md->mu);
+    if (!md->ka_started && !md->ka_stop &&
+        pthread_create(&md->ka, NULL, keepalive_main, md) == 0)
+        md->ka_started = 1;
+    pthread_mutex_unlock(&md->mu);
+}
+
+void tern_metadata_set_keepalive(tern_metadata *md, int period_ms, int ttl_s)
+{
+    if (!md || period_ms <= 0 || ttl_s <= 0)
+        return;
+    pthread_mutex_lock(&md->mu);
+    md->ka_ms = period_ms;
+    md->ttl_s = ttl_s;
+    md->ka_gen++;
+    pthread_cond_broadcast(&md->ka_cv); /* the next round on the new period */
+    pthread_mutex_unlock(&md->mu);
+}
+
+unsigned long tern_metadata_keepalive_rounds(tern_metadata *md)
+{
+    pthread_mutex_lock(&md->pub_mu);
+    unsigned long n = md->ka_rounds;
+    pthread_mutex_unlock(&md->pub_mu);
+    return n;
+}
+
 /* ------------------------------------------------------------ publish */
 
 int tern_metadata_publish(tern_metadata *md, const char *segment, const char *json, char *err,
@@ -263,8 +405,23 @@ int tern_metadata_publish(tern_metadata *md, const char *segment, const char *js
         pthread_mutex_unlock(&md->mu);
         return 0;
     }
-    int rc = md->ops->put(md->store, key, json, strlen(json), perr, sizeof perr);
-    return rc ? store_err(md, rc, "publish", segment, perr, err, errlen) : 0;
+    char *copy = strdup(json);
+    if (!copy)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata publish: out of memory");
+    pthread_mutex_lock(&md->pub_mu);
+    int rc = store_write(md, key, json, perr, sizeof perr);
+    if (rc == 0) { /* what the keep-alive writes from now on */
+        free(md->pub_json);
+        md->pub_json = copy;
+        copy = NULL;
+        tern_strlcpy(md->pub_name, segment, sizeof md->pub_name);
+    }
+    pthread_mutex_unlock(&md->pub_mu);
+    free(copy);
+    if (rc)
+        return store_err(md, rc, "publish", segment, perr, err, errlen);
+    keepalive_start(md);
+    return 0;
 }
 
 int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, size_t errlen)
@@ -282,7 +439,14 @@ int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, s
         pthread_mutex_unlock(&md->mu);
         return 0;
     }
+    pthread_mutex_lock(&md->pub_mu);
+    if (md->pub_json && strcmp(md->pub_name, segment) == 0) {
+        free(md->pub_json); /* the keep-alive stops writing it */
+        md->pub_json = NULL;
+        md->pub_name[0] = '\0';
+    }
     int rc = md->ops->del(md->store, key, perr, sizeof perr);
+    pthread_mutex_unlock(&md->pub_mu);
     return rc ? store_err(md, rc, "unpublish", segment, perr, err, errlen) : 0;
 }
 

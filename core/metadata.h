@@ -1,5 +1,5 @@
 /* core/metadata.h: where segment descriptors are published and fetched.
- * Owner: metadata.c.  Backends by URI: "p2p" (built in: publish keeps the
+ * Implemented in metadata.c.  Backends by URI: "p2p" (built in: publish keeps the
  * descriptor for our daemon's Metadata replies, fetch asks the peer's
  * daemon), or a plugin libtern-meta-<scheme>.so (include/tern/metastore.h)
  * under keys "tern/<cluster-id>/segments/<segment-name>". */
@@ -26,7 +26,7 @@ int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, s
 /* p2p: the descriptor our daemon serves (copy, malloc()ed), NULL if none. */
 char *tern_metadata_local_json(tern_metadata *md);
 
-/* ---- appended by the control engineer ---------------------------------- */
+/* ---- appended ------------------------------------------------------------ */
 
 /* Every published segment name of this cluster (p2p: our own, if any);
  * cb returns non-zero to stop. */
@@ -40,9 +40,16 @@ int tern_metadata_hs_reply(tern_metadata *md, const char *request, size_t len, c
 /* The store key of a segment: "tern/<cluster-id>/segments/<segment>". */
 int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, size_t keylen);
 
-/* appended (hardening): p2p fetches prove the shared secret (auth.h); the
+/* appended: p2p fetches prove the shared secret (auth.h); the
  * engine keeps ownership of auth and frees it after tern_metadata_close. */
 struct tern_auth;
 void tern_metadata_set_auth(tern_metadata *md, const struct tern_auth *auth);
+
+/* With a store: our entry lives ttl_s seconds unless refreshed, and is
+ * written again every period_ms (defaults 5000 ms and 20 s; docs/protocol.md,
+ * Metadata store entries).  Takes effect from the next write. */
+void tern_metadata_set_keepalive(tern_metadata *md, int period_ms, int ttl_s);
+/* Keep-alive rounds done so far (tests wait on it). */
+unsigned long tern_metadata_keepalive_rounds(tern_metadata *md);
 
 #endif

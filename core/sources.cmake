@@ -18,6 +18,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/metadata.c
   ${CMAKE_CURRENT_LIST_DIR}/mooncake_compat.c
   ${CMAKE_CURRENT_LIST_DIR}/negotiate.c
+  ${CMAKE_CURRENT_LIST_DIR}/peer_check.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin.c
   ${CMAKE_CURRENT_LIST_DIR}/topology.c
   ${CMAKE_CURRENT_LIST_DIR}/topology_load.c

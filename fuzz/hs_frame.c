@@ -27,6 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t avail = size - 8;
     if (len > avail)
         return 0; /* the daemon would wait for more (or time out) */
+    /* Per-type request limits (docs/protocol.md, Handshake frames): the
+     * daemon drops a request over its type's limit before decoding it. */
+    size_t lim = tern_hs_request_limit(data[8 % size]);
+    if (lim == 0 || lim > TERN_HS_LIMIT_REQUEST)
+        abort();
+    if (len && size > 8 && len > tern_hs_request_limit(data[8]))
+        return 0;
     /* The payload as its own allocation, so ASan sees an overread. */
     uint8_t *p = malloc(len);
     memcpy(p, data + 8, len);

@@ -30,3 +30,9 @@ target_compile_definitions(test_metadata PRIVATE TERN_META_TEST_DIR="${TERN_META
 if(TARGET test_metadata_http AND TARGET tern_meta_http)
   add_dependencies(test_metadata_http tern_meta_http)
 endif()
+# The keep-alive test loads the same store plugins.
+foreach(p tern_meta_redis tern_meta_etcd tern_transport_tcp)
+  if(TARGET test_metadata_keepalive AND TARGET ${p})
+    add_dependencies(test_metadata_keepalive ${p})
+  endif()
+endforeach()

@@ -11,6 +11,7 @@
 
 #include "batch.h"
 #include "engine.h"
+#include "util.h"
 #include "tern/tern.h"
 
 #define MiB (1024u * 1024u)
@@ -237,33 +238,65 @@ Test(batch, retries_then_failed_with_reason)
     free(extra);
 }
 
-/* Progress stopped: completions wait in the transport.  The request times
- * out, the batch cannot be freed while its slice is in flight, and the late
- * completion is ignored once progress resumes. */
+/* Slices of b still in the engine's hands (the count tern_batch_free reads). */
+static long in_flight(tern_batch *b)
+{
+    pthread_mutex_lock(&b->lock);
+    long n = b->inflight;
+    pthread_mutex_unlock(&b->lock);
+    return n;
+}
+
+/* Progress stopped: completions wait in the transport.  A wait that runs
+ * out before the request's own timeout leaves it PENDING; the request's
+ * timeout ends it TIMEOUT; the batch cannot be freed while its slice is in
+ * flight; and the late completion, once progress resumes, is ignored: the
+ * request stays TIMEOUT with nothing transferred. */
 Test(batch, timeout_and_free_refused_while_in_flight)
 {
     tern_xport *x = &A->xports[0];
     tern_progress_stop(x);
-    tern_batch *b = tern_batch_alloc(A, 2);
+    /* The wait's own limit: the request (60 s timeout) is still pending. */
+    tern_batch *w = tern_batch_alloc(A, 1);
     tern_request r = req(TERN_WRITE, la, (uintptr_t)rb, 4096);
+    r.timeout_ms = 60000;
+    cr_assert_eq(tern_batch_submit(w, &r, 1), 1);
+    cr_assert_eq(tern_batch_wait(w, 20), TERN_ERR_TIMEOUT, "wait itself timed out");
+    tern_request_state st;
+    tern_batch_state(w, 0, &st);
+    cr_assert_eq(st.status, TERN_PENDING, "the wait ran out, not the request (status %d)",
+                 st.status);
+    /* The request's own limit: wait returns long before its 30 s. */
+    tern_batch *b = tern_batch_alloc(A, 2);
     r.timeout_ms = 100;
     cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
-    cr_assert_eq(tern_batch_wait(b, 20), TERN_ERR_TIMEOUT, "wait itself timed out");
-    cr_assert_eq(tern_batch_wait(b, 5000), TERN_ERR_TIMEOUT, "request timed out");
-    tern_request_state st;
+    uint64_t t0 = tern_now_ms();
+    cr_assert_eq(tern_batch_wait(b, 30000), TERN_ERR_TIMEOUT, "request timed out");
+    cr_assert_lt(tern_now_ms() - t0, 25000, "ended by the request's timeout, not the wait's");
     tern_batch_state(b, 0, &st);
     cr_assert_eq(st.status, TERN_TIMEOUT);
     cr_assert_eq(st.transferred, 0);
     cr_assert_eq(tern_batch_free(b), TERN_ERR_BUSY);
     cr_assert(strstr(tern_engine_last_error(A), "in flight"), "%s", tern_engine_last_error(A));
+    cr_assert_eq(in_flight(b), 1);
     cr_assert_eq(tern_progress_start(x, NULL, 0), 0);
-    int rc = TERN_ERR_BUSY;
-    for (int i = 0; i < 500 && rc == TERN_ERR_BUSY; i++) {
-        rc = tern_batch_free(b);
-        if (rc == TERN_ERR_BUSY)
-            usleep(2000);
-    }
-    cr_assert_eq(rc, 0, "freed once the late completion came back");
+    /* The late completion comes back (bounded wait for that event)... */
+    for (int i = 0; i < 30000 && in_flight(b) > 0; i++)
+        usleep(1000);
+    cr_assert_eq(in_flight(b), 0, "the late completion never came back");
+    /* ...and is ignored. */
+    tern_batch_state(b, 0, &st);
+    cr_assert_eq(st.status, TERN_TIMEOUT, "a late completion changed the status to %d",
+                 st.status);
+    cr_assert_eq(st.transferred, 0, "a late completion counted %llu bytes",
+                 (unsigned long long)st.transferred);
+    cr_assert(strstr(tern_batch_error(b, 0), "TIMEOUT") || strstr(tern_batch_error(b, 0),
+                                                                  "timed out"),
+              "%s", tern_batch_error(b, 0));
+    cr_assert_eq(tern_batch_free(b), 0, "freed once the late completion came back");
+    /* The first request, still within its timeout, completes normally. */
+    cr_assert_eq(tern_batch_wait(w, 30000), 0, "%s", tern_batch_error(w, 0));
+    cr_assert_eq(tern_batch_free(w), 0);
 }
 
 /* The target engine went away: requests FAIL within bounded time. */

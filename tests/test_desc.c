@@ -410,9 +410,11 @@ Test(fuzz, mutated_descriptors_decode_or_refuse_cleanly, .timeout = 120)
         size_t len = i % 7 == 0 ? rnd() % n : n; /* sometimes truncated too */
         if (i % 2) {
             tern_segment_desc *o = NULL;
+            err[0] = '\0'; /* each refusal must write its own message */
             int rc = tern_segment_desc_decode(buf, len, &o, err, sizeof err);
             cr_assert(rc == 0 || rc == TERN_ERR_PROTOCOL, "rc %d", rc);
-            cr_assert(rc == 0 ? o != NULL : (o == NULL && err[0]), "error without a message");
+            cr_assert(rc == 0 ? o != NULL : (o == NULL && err[0]),
+                      "case %d: a refused descriptor without a message", i);
             if (o) {
                 /* Whatever is accepted is coherent: sorted, non-overlapping buffers. */
                 for (size_t b = 1; b < o->nbuffers; b++)
@@ -425,9 +427,10 @@ Test(fuzz, mutated_descriptors_decode_or_refuse_cleanly, .timeout = 120)
             tern_segment_desc_free(o);
         } else {
             tern_handshake_desc o;
+            err[0] = '\0';
             int rc = tern_handshake_desc_decode(buf, len, &o, err, sizeof err);
             cr_assert(rc == 0 || rc == TERN_ERR_PROTOCOL, "rc %d", rc);
-            cr_assert(rc == 0 || err[0]);
+            cr_assert(rc == 0 || err[0], "case %d: a refused handshake without a message", i);
             rc == 0 ? accepted++ : refused++;
             tern_handshake_desc_clear(&o);
         }

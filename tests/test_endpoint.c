@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine.h"
 #include "tern/tern.h"
@@ -29,7 +30,7 @@ typedef struct node {
 } node;
 
 /* extra: more keys of the hsloop entry, each "    key: value\n". */
-static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
+static void node_up_full(node *n, int delay_ms, int refuse, const char *extra, int retries)
 {
     char yaml[2048], err[1024] = "";
     snprintf(yaml, sizeof yaml,
@@ -40,13 +41,18 @@ static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
              "    open_delay_ms: %d\n"
              "    refuse: %s\n"
              "%s"
-             "retries: 1\n"
+             "retries: %d\n"
              "log_level: error\n",
-             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false", extra);
+             TERN_HSLOOP_PATH, delay_ms, refuse ? "true" : "false", extra, retries);
     n->e = tern_engine_create_from_yaml(yaml, "hsloop", err, sizeof err);
     cr_assert_not_null(n->e, "%s", err);
     n->buf = calloc(1, 4 * LEN);
     cr_assert_eq(tern_register_memory(n->e, n->buf, 4 * LEN, NULL), 0);
+}
+
+static void node_up_with(node *n, int delay_ms, int refuse, const char *extra)
+{
+    node_up_full(n, delay_ms, refuse, extra, 1);
 }
 
 static void node_up(node *n, int delay_ms, int refuse)
@@ -109,6 +115,36 @@ static int opened_eps(node *n)
     const char *p = strstr(out, "opened=");
     return p ? atoi(p + 7) : -1;
 }
+
+/* A field "name=N" of hsloop's query("eps") answer; what "open_gate" opens
+ * the gate of the active ep_open first. */
+static int hs_field(node *n, const char *what, const char *name)
+{
+    tern_xport *x = &n->e->xports[0];
+    char out[160] = "";
+    x->ops->query(x->pl->ctx, what, out, sizeof out);
+    const char *p = strstr(out, name);
+    cr_assert_not_null(p, "hsloop's query has no %s: %s", name, out);
+    return atoi(p + strlen(name));
+}
+
+static uint64_t misses(node *n)
+{
+    tern_epstore_stats st;
+    tern_epstore_stats_get(n->e->xports[0].eps, &st);
+    return st.misses;
+}
+
+/* Wait for a condition the threads under test reach (bounded so a
+ * regression fails rather than hangs; the bound is not a timing claim). */
+#define WAIT_FOR(cond, what)                                                             \
+    do {                                                                                 \
+        struct timespec ms1 = {0, 1000000L};                                             \
+        int waited_ = 0;                                                                 \
+        while (!(cond) && waited_++ < 60000)                                             \
+            nanosleep(&ms1, NULL);                                                       \
+        cr_assert((cond), "still waiting after 60 s for %s", what);                      \
+    } while (0)
 
 static size_t stored(node *n)
 {
@@ -180,23 +216,32 @@ Test(endpoint, refusal_reported_verbatim)
     node_down(&b);
 }
 
+/* The overlap is forced, not hoped for: a's first connect is held at
+ * hsloop's gate until every thread has looked the key up and missed it. */
 Test(endpoint, concurrent_misses_connect_once)
 {
     node a, b;
-    node_up(&a, 200, 0);
+    node_up_with(&a, 0, 0, "    gate: true\n");
     node_up(&b, 0, 0);
     link_nodes(&a, &b);
     enum { N = 8 };
     write_job j[N];
     pthread_t t[N];
+    uint64_t m0 = misses(&a);
     for (int i = 0; i < N; i++) {
         j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
         pthread_create(&t[i], NULL, write_once, &j[i]);
     }
+    WAIT_FOR(misses(&a) - m0 >= N && hs_field(&a, "eps", "gated=") >= 1,
+             "every thread to miss the key while a connect is held");
+    hs_field(&a, "open_gate", "gated=");
     for (int i = 0; i < N; i++) {
         pthread_join(t[i], NULL);
         cr_assert_eq(j[i].status, TERN_COMPLETED, "%s", j[i].why);
     }
+    cr_assert_eq(opened_eps(&a), 1, "%d endpoints opened for %d concurrent misses",
+                 opened_eps(&a), N);
+    cr_assert_eq(opened_eps(&b), 1, "%d handshakes reached b", opened_eps(&b));
     assert_one_connection(&a, &b);
     node_down(&a);
     node_down(&b);
@@ -204,17 +249,38 @@ Test(endpoint, concurrent_misses_connect_once)
 
 Test(endpoint, simultaneous_open_ends_with_one_connection)
 {
+    /* Both active connects are held at hsloop's gate until each side has
+     * one in flight.  Round 0 then lets the side whose local_nic_path is
+     * smaller finish first: the larger one yields to it, and its own attempt,
+     * released afterwards, is accepted by a peer with nothing in flight any
+     * more, so it must replace the passive endpoint it inserted.  Later
+     * rounds release both at once (the tie-break decides). */
     for (int round = 0; round < 3; round++) {
         node a, b;
-        node_up(&a, 150, 0);
-        node_up(&b, 150, 0);
+        node_up_with(&a, 0, 0, "    gate: true\n");
+        node_up_with(&b, 0, 0, "    gate: true\n");
         link_nodes(&a, &b);
         write_job ja = {&a, &b, 0, 0, ""}, jb = {&b, &a, LEN, 0, ""};
         pthread_t ta, tb;
         pthread_create(&ta, NULL, write_once, &ja);
         pthread_create(&tb, NULL, write_once, &jb);
-        pthread_join(ta, NULL);
-        pthread_join(tb, NULL);
+        WAIT_FOR(hs_field(&a, "eps", "gated=") == 1 && hs_field(&b, "eps", "gated=") == 1,
+                 "both sides to have a connect in flight");
+        if (round == 0) {
+            char na[160], nb[160];
+            snprintf(na, sizeof na, "%s@hs0", tern_engine_server_name(a.e));
+            snprintf(nb, sizeof nb, "%s@hs0", tern_engine_server_name(b.e));
+            int a_first = strcmp(na, nb) < 0;
+            hs_field(a_first ? &a : &b, "open_gate", "gated=");
+            pthread_join(a_first ? ta : tb, NULL);
+            hs_field(a_first ? &b : &a, "open_gate", "gated=");
+            pthread_join(a_first ? tb : ta, NULL);
+        } else {
+            hs_field(&a, "open_gate", "gated=");
+            hs_field(&b, "open_gate", "gated=");
+            pthread_join(ta, NULL);
+            pthread_join(tb, NULL);
+        }
         cr_assert_eq(ja.status, TERN_COMPLETED, "round %d a: %s", round, ja.why);
         cr_assert_eq(jb.status, TERN_COMPLETED, "round %d b: %s", round, jb.why);
         assert_one_connection(&a, &b);
@@ -253,38 +319,57 @@ Test(endpoint, device_failure_fails_over)
     write_job j = {&a, &b, 0, 0, ""};
     write_once(&j);
     cr_assert_eq(j.status, TERN_COMPLETED, "%s", j.why);
+    /* The device that failed is the one avoided: the retry ran on the other
+     * one, and so does every later choice and transfer. */
+    int failed = hs_field(&a, "eps", "failed_dev="), ok = hs_field(&a, "eps", "ok_dev=");
+    cr_assert(failed == 0 || failed == 1, "the injected failure ran on device %d", failed);
+    cr_assert_eq(ok, 1 - failed, "the retry ran on device %d; %d failed", ok, failed);
     tern_topology *t = a.e->xports[0].topo;
     int first = tern_topology_select(t, "*", 0, NULL);
-    cr_assert_geq(first, 0);
+    cr_assert_eq(first, 1 - failed, "device %d chosen after device %d failed", first, failed);
     for (int i = 0; i < 50; i++)
         cr_assert_eq(tern_topology_select(t, "*", 0, NULL), first, "one device is down");
+    for (int i = 1; i < 4; i++) {
+        write_job k = {&a, &b, (size_t)i * 1000, 0, ""};
+        write_once(&k);
+        cr_assert_eq(k.status, TERN_COMPLETED, "%s", k.why);
+        cr_assert_eq(hs_field(&a, "eps", "ok_dev="), 1 - failed, "transfer %d used device %d",
+                     i, hs_field(&a, "eps", "ok_dev="));
+    }
     node_down(&a);
     node_down(&b);
 }
 
 /* Threads missing the same key while its connect fails share that failure:
  * an unreachable or refusing peer costs one handshake per wave of retries,
- * not one per slice. */
+ * not one per slice.  One wave (retries: 0), forced to overlap: the
+ * connect is held at hsloop's gate until every thread has missed the key. */
 Test(endpoint, concurrent_misses_share_a_failure)
 {
     node a, b;
-    node_up(&a, 200, 0);
+    node_up_full(&a, 0, 0, "    gate: true\n", 0);
     node_up(&b, 0, 1);
     link_nodes(&a, &b);
     enum { N = 8 };
     write_job j[N];
     pthread_t t[N];
+    uint64_t m0 = misses(&a);
     for (int i = 0; i < N; i++) {
         j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
         pthread_create(&t[i], NULL, write_once, &j[i]);
     }
+    WAIT_FOR(misses(&a) - m0 >= N && hs_field(&a, "eps", "gated=") >= 1,
+             "every thread to miss the key while a connect is held");
+    hs_field(&a, "open_gate", "gated=");
     for (int i = 0; i < N; i++) {
         pthread_join(t[i], NULL);
         cr_assert_eq(j[i].status, TERN_FAILED);
         cr_assert(strstr(j[i].why, "refused by configuration"), "%s", j[i].why);
     }
-    cr_assert_leq(opened_eps(&b), 4, "%d handshakes for %d slices x 2 attempts",
-                  opened_eps(&b), N);
+    cr_assert_eq(opened_eps(&b), 1, "%d handshakes for %d concurrent slices", opened_eps(&b),
+                 N);
+    cr_assert_eq(opened_eps(&a), 1, "%d endpoints opened for %d concurrent misses",
+                 opened_eps(&a), N);
     cr_assert_eq(live_eps(&a), 0);
     node_down(&a);
     node_down(&b);

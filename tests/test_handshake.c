@@ -61,10 +61,17 @@ static tern_hs_server *start(const char *host, int io_ms)
     return s;
 }
 
-static char *name_of(tern_hs_server *s, const char *host)
+/* "host:port" of a daemon, returned by value: name_of(s, h).s lives until
+ * the end of the full expression that uses it (C11 6.2.4p8), so no buffer is
+ * shared between calls or threads. */
+typedef struct hs_name {
+    char s[64];
+} hs_name;
+
+static hs_name name_of(tern_hs_server *s, const char *host)
 {
-    static char n[64];
-    snprintf(n, sizeof n, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
+    hs_name n;
+    snprintf(n.s, sizeof n.s, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
              tern_hs_server_port(s));
     return n;
 }
@@ -104,8 +111,8 @@ static void still_serving(tern_hs_server *s)
 {
     char *reply = NULL;
     size_t rl;
-    int rc = tern_hs_request(name_of(s, "127.0.0.1"), TERN_HS_PROBE, "{}", 2, &reply, &rl, 0,
-                             2000, 2000, err, sizeof err);
+    int rc = tern_hs_request(name_of(s, "127.0.0.1").s, TERN_HS_PROBE, "{}", 2, &reply, &rl, 0,
+                             10000, 10000, err, sizeof err);
     cr_assert_eq(rc, 0, "daemon stopped serving: %s", err);
     cr_assert(strstr(reply, "\"type\":3"), "%s", reply);
     free(reply);
@@ -225,13 +232,13 @@ Test(wire, client_round_trip_and_handler_failure)
     tern_hs_server *s = start("127.0.0.1", 2000);
     char *reply = NULL;
     size_t rl = 0;
-    cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1"), TERN_HS_NOTIFY, "{\"m\":1}", 7,
+    cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1").s, TERN_HS_NOTIFY, "{\"m\":1}", 7,
                                  &reply, &rl, 0, 2000, 2000, err, sizeof err),
                  0, "%s", err);
     cr_assert_str_eq(reply, "{\"type\":2,\"len\":7,\"got\":{\"m\":1}}");
     cr_assert_eq(rl, strlen(reply));
     free(reply);
-    cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1"), TERN_HS_CONNECTION, "{\"fail\":1}",
+    cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1").s, TERN_HS_CONNECTION, "{\"fail\":1}",
                                  10, &reply, &rl, 0, 2000, 2000, err, sizeof err),
                  0, "%s", err);
     cr_assert(strstr(reply, "\"reply_msg\":\"Connection request failed: TERN_ERR_REFUSED\""),
@@ -317,12 +324,12 @@ Test(wire, invalid_json_gets_reply_msg)
     for (int t = 0; t <= 2; t++) {
         char *reply = NULL;
         size_t rl;
-        cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1"), t, "{\"a\":", 5, &reply, &rl, 0,
+        cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1").s, t, "{\"a\":", 5, &reply, &rl, 0,
                                      2000, 2000, err, sizeof err),
                      0, "%s", err);
         cr_assert(strstr(reply, "\"reply_msg\":\"invalid JSON"), "type %d: %s", t, reply);
         free(reply);
-        cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1"), t, "{} {}", 5, &reply, &rl, 0,
+        cr_assert_eq(tern_hs_request(name_of(s, "127.0.0.1").s, t, "{} {}", 5, &reply, &rl, 0,
                                      2000, 2000, err, sizeof err),
                      0, "%s", err);
         cr_assert(strstr(reply, "trailing data"), "%s", reply);
@@ -358,22 +365,29 @@ Test(wire, unknown_type_byte_is_old_protocol_and_refused)
 
 Test(wire, slow_client_dropped_and_others_unaffected)
 {
-    tern_hs_server *s = start("127.0.0.1", 600);
+    enum { IO_MS = 3000 };
+    tern_hs_server *s = start("127.0.0.1", IO_MS);
     int slow = raw_connect(s);
     uint8_t part[3] = {9, 0, 0};
     tern_io_write_all(slow, part, 3, 1000);
-    /* Others are served at once while the slow one holds its connection. */
+    /* Others are served while the slow one still holds its connection: the
+     * evidence is the order of events (the slow client is not yet dropped
+     * when the others have their replies), not a time limit. */
     uint64_t t0 = tern_now_ms();
     for (int i = 0; i < 5; i++)
         still_serving(s);
-    cr_assert_lt(tern_now_ms() - t0, 500, "served while a slow client is connected");
+    struct pollfd p = {.fd = slow, .events = POLLIN};
+    cr_assert_eq(poll(&p, 1, 0), 0, "the slow client is still connected after %llu ms",
+                 (unsigned long long)(tern_now_ms() - t0));
     uint8_t buf[16];
     int eof;
-    read_until_eof(slow, buf, sizeof buf, 5000, &eof);
+    read_until_eof(slow, buf, sizeof buf, 20 * IO_MS, &eof);
     uint64_t held = tern_now_ms() - t0;
     cr_assert(eof, "the slow client is dropped");
-    cr_assert_geq(held, 400);
-    cr_assert_lt(held, 3000, "dropped after about io_timeout (%llu ms)",
+    /* Lower bound: not before about io_timeout; upper: a generous "does not
+     * hang" bound for a loaded machine. */
+    cr_assert_geq(held, IO_MS / 2, "dropped after %llu ms", (unsigned long long)held);
+    cr_assert_lt(held, 10 * IO_MS, "dropped after about io_timeout (%llu ms)",
                  (unsigned long long)held);
     close(slow);
     tern_hs_server_stop(s);
@@ -392,7 +406,7 @@ Test(wire, ipv6_and_hostname_resolution)
     tern_hs_server *s = start("::1", 2000);
     char *reply = NULL;
     size_t rl;
-    cr_assert_eq(tern_hs_request(name_of(s, "::1"), TERN_HS_PROBE, "{}", 2, &reply, &rl, 0,
+    cr_assert_eq(tern_hs_request(name_of(s, "::1").s, TERN_HS_PROBE, "{}", 2, &reply, &rl, 0,
                                  2000, 2000, err, sizeof err),
                  0, "%s", err);
     free(reply);
@@ -433,7 +447,8 @@ Test(client, refused_and_unanswered_connections_fail_in_time)
     uint64_t took = tern_now_ms() - t0;
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s", err);
     cr_assert(strstr(err, "timed out"), "%s", err);
-    cr_assert(took >= 600 && took < 3000, "took %llu ms", (unsigned long long)took);
+    /* At least the I/O timeout; at most a generous "does not hang" bound. */
+    cr_assert(took >= 600 && took < 10000, "took %llu ms", (unsigned long long)took);
     close(fd);
     cr_assert_eq(tern_hs_request("[::1", TERN_HS_PROBE, "{}", 2, &reply, &rl, 0, 100, 100,
                                  err, sizeof err),
@@ -446,7 +461,7 @@ Test(client, reply_over_limit_is_refused)
     char *reply = NULL;
     size_t rl;
     /* The echo reply is longer than 16 bytes: the client's limit refuses it. */
-    int rc = tern_hs_request(name_of(s, "127.0.0.1"), TERN_HS_PROBE, "{}", 2, &reply, &rl, 16,
+    int rc = tern_hs_request(name_of(s, "127.0.0.1").s, TERN_HS_PROBE, "{}", 2, &reply, &rl, 16,
                              2000, 2000, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_PROTOCOL, "%s", err);
     cr_assert(strstr(err, "maximum frame"), "%s", err);
@@ -455,8 +470,11 @@ Test(client, reply_over_limit_is_refused)
 
 /* ---- concurrency ---- */
 
+/* Each client thread owns all it reads and writes: its own copy of the
+ * daemon's name, its own identity and its own result. */
 typedef struct cl {
-    const char *name;
+    char name[64];
+    int id;
     int rc;
     char err[256];
 } cl;
@@ -465,7 +483,7 @@ static void *client_main(void *arg)
 {
     cl *c = arg;
     tern_handshake_desc d = {0};
-    snprintf(d.local_nic_path, sizeof d.local_nic_path, "client:%p@mlx5_0", arg);
+    snprintf(d.local_nic_path, sizeof d.local_nic_path, "client:%d@mlx5_0", c->id);
     strcpy(d.peer_nic_path, "server@mlx5_0");
     d.nqp = 2;
     d.qp_num[0] = 1;
@@ -475,8 +493,14 @@ static void *client_main(void *arg)
     size_t rl;
     c->rc = tern_hs_request(c->name, TERN_HS_CONNECTION, j, strlen(j), &reply, &rl, 0, 10000,
                             20000, c->err, sizeof c->err);
-    if (!c->rc && !strstr(reply, "client:"))
+    /* The echo handler returns the request it was given: this client must
+     * get back its own local_nic_path, not another client's reply. */
+    char own[96];
+    snprintf(own, sizeof own, "\"local_nic_path\":\"client:%d@mlx5_0\"", c->id);
+    if (!c->rc && !strstr(reply, own)) {
+        snprintf(c->err, sizeof c->err, "reply is not this client's: %.200s", reply);
         c->rc = -1000;
+    }
     free(j);
     free(reply);
     return NULL;
@@ -499,7 +523,8 @@ Test(concurrency, five_hundred_clients_at_once, .timeout = 120)
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 256 * 1024);
     for (int i = 0; i < N; i++) {
-        c[i].name = name_of(s, "127.0.0.1");
+        snprintf(c[i].name, sizeof c[i].name, "%s", name_of(s, "127.0.0.1").s);
+        c[i].id = i;
         cr_assert_eq(pthread_create(&th[i], &at, client_main, &c[i]), 0);
     }
     int ok = 0;
@@ -522,10 +547,11 @@ Test(concurrency, connection_cap_holds_new_clients_in_the_backlog)
     tern_hs_server *s = NULL;
     cr_assert_eq(tern_hs_server_start(&o, &s, err, sizeof err), 0, "%s", err);
     atomic_store(&calls, 0);
-    /* Two silent clients fill the cap... */
+    /* Two silent clients fill the cap, so a third waits in the backlog until
+     * they are dropped, then is served.  No wait is needed in between: the
+     * kernel's accept queue is first in, first out, so a and b take the two
+     * slots before the third however late the daemon accepts. */
     int a = raw_connect(s), b = raw_connect(s);
-    usleep(100 * 1000);
-    /* ...so a third waits in the backlog until they are dropped, then is served. */
     uint64_t t0 = tern_now_ms();
     still_serving(s);
     uint64_t took = tern_now_ms() - t0;

@@ -223,6 +223,18 @@ Test(loader, older_abi_major)
                    "built for transport ABI major 0 (0." TERN_STR(TERN_TRANSPORT_ABI_MINOR) "), this tern supports major 1");
 }
 
+/* A plugin built for a later major is refused as surely as an older one: a
+ * newer major may reorder or retype what this tern reads. */
+Test(loader, newer_abi_major)
+{
+    char want[160];
+    snprintf(want, sizeof want,
+             "built for transport ABI major %d (%d.%d), this tern supports major %d",
+             TERN_TRANSPORT_ABI_MAJOR + 1, TERN_TRANSPORT_ABI_MAJOR + 1,
+             TERN_TRANSPORT_ABI_MINOR, TERN_TRANSPORT_ABI_MAJOR);
+    expect_outcome("newmajor", TERN_LOAD_ABI_MISMATCH, want);
+}
+
 Test(loader, truncated_struct)
 {
     char want[128];

@@ -178,6 +178,11 @@ static void stop_etcd(pid_t pid)
 
 static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
 
+/* "Failed in time" bound for operations under an 800 ms timeout: long
+ * enough for a loaded 2-core machine, still below the 5 s default, so a
+ * configured timeout that is ignored is caught. */
+#define IN_TIME_MS 4500
+
 static tern_config cfg_for(const char *uri, const char *cluster, int timeout_ms)
 {
     tern_config c = {0};
@@ -316,7 +321,7 @@ Test(p2p, suite)
     int rc = tern_metadata_fetch(rd, seg, &json, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_CONNECT, "%s", err);
     cr_assert(strstr(err, seg) || strstr(err, "127.0.0.1"), "%s", err);
-    cr_assert_lt(tern_now_ms() - t0, 3000);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     tern_metadata_close(rd);
     tern_metadata_close(pub);
 }
@@ -387,7 +392,7 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_CONNECT, "%s: %s", tern_strerror(rc), err);
     cr_assert(strstr(err, uri) && strstr(err, "redis-server"), "%s", err);
-    cr_assert_lt(tern_now_ms() - t0, 3000);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     /* Accepts connections but never answers. */
     int bh = black_hole(&port);
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
@@ -396,7 +401,7 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
     cr_assert(strstr(err, uri), "%s", err);
-    cr_assert_lt(tern_now_ms() - t0, 3000, "gave up after the timeout");
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS, "gave up after the timeout");
     close(bh);
     if (!have_binary("redis-server"))
         cr_skip_test("redis-server not installed: the store-dies-mid-way part did not run");
@@ -412,7 +417,7 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     cr_assert(rc == TERN_ERR_CONNECT || rc == TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc),
               err);
     cr_assert(strstr(err, uri), "%s", err);
-    cr_assert_lt(tern_now_ms() - t0, 3000);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     tern_metadata_close(md);
 }
 
@@ -447,7 +452,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_CONNECT, "%s: %s", tern_strerror(rc), err);
     cr_assert(strstr(err, uri) && strstr(err, "etcd is running"), "%s", err);
-    cr_assert_lt(tern_now_ms() - t0, 3000);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     int bh = black_hole(&port);
     snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
     c = cfg_for(uri, "t", 800);
@@ -455,7 +460,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
     cr_assert(strstr(err, "timed out"), "%s", err);
-    cr_assert_lt(tern_now_ms() - t0, 3000);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     close(bh);
 }
 

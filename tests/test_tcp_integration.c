@@ -102,6 +102,39 @@ Test(tcp_integration, unregistered_remote_addresses_refused)
     peer_check_canaries(&p);
     /* and the connection still works for a good request */
     cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 4096, NULL, 0), TERN_COMPLETED);
+
+    /* The same refusals from the target itself: B shrinks to half there,
+     * after this engine read its descriptor, so this side's range check
+     * still passes requests into B's released half.  Only the target's own
+     * check stands between them and its memory (canaries, checked below). */
+    char line[128];
+    fprintf(p.in, "SHRINK\n");
+    fflush(p.in);
+    peer_line(&p, line, sizeof line, 10000);
+    uint64_t half = p.lb / 2;
+    cr_assert_eq(strtoull(line + 7, NULL, 10), half, "%s", line);
+    struct { uint64_t addr, len; const char *what; } gone[] = {
+        {p.b + half - 1, 2, "straddling B's new end"},
+        {p.b + half - 4096, 8192, "4 KiB on each side of B's new end"},
+        {p.b + half, 4096, "just past B's new end"},
+        {p.b + p.lb - 4096, 4096, "at B's old end"},
+    };
+    for (size_t i = 0; i < sizeof gone / sizeof *gone; i++) {
+        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+            char msg[512] = "";
+            memset(buf, 0x5A, gone[i].len);
+            tern_status st = one(e, seg, op, buf, gone[i].addr, gone[i].len, msg, sizeof msg);
+            cr_log_info("%s %s: status %d: %s", op == TERN_READ ? "READ" : "WRITE", gone[i].what,
+                        st, msg);
+            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s (target-side) ended %d",
+                      op == TERN_READ ? "READ" : "WRITE", gone[i].what, st);
+            cr_assert(strstr(msg, "TERN_ERR_RANGE"), "%s: the target's range refusal: %s",
+                      gone[i].what, msg);
+        }
+        peer_check_canaries(&p);
+    }
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.b, 4096, NULL, 0), TERN_COMPLETED,
+                 "B's remaining half is still served");
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
     peer_stop(&p);

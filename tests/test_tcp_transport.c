@@ -4,6 +4,9 @@
  * initiator) talk over real loopback sockets between real memory. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/tcp.h>
+#include <sys/stat.h>
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -433,6 +436,16 @@ Test(tcp_transport, registration_table_rules)
     free(m);
 }
 
+/* Requests the instance's data server has read (its query's "served N"). */
+static unsigned long served(inst *in)
+{
+    char out[512] = "";
+    cr_assert_eq(T->query(in->ctx, "", out, sizeof out), 0);
+    const char *p = strstr(out, "served ");
+    cr_assert_not_null(p, "no \"served\" count in: %s", out);
+    return strtoul(p + 7, NULL, 10);
+}
+
 /* The target goes away with slices in flight: they all come back failed
  * (no hang); the same endpoint then fails fast; a new target works. */
 Test(tcp_transport, broken_connection_fails_in_flight_then_recovers)
@@ -449,7 +462,12 @@ Test(tcp_transport, broken_connection_fails_in_flight_then_recovers)
     for (int i = 0; i < n; i++)
         s[i] = mk(TERN_WRITE, src, (uint64_t)(uintptr_t)r.buf, bs);
     cr_assert_eq(T->submit(ep, s, n), n);
-    usleep(20000); /* some in flight */
+    /* Some in flight: the target has read a first request header (of 32 x
+     * 8 MiB); waiting for that event, not for a fixed time. */
+    for (uint64_t w0 = now_ms(); served(tg) == 0;) {
+        cr_assert_lt(now_ms() - w0, 10000, "the target never saw a request");
+        usleep(1000);
+    }
     T->fini(tg->ctx); /* the target disappears: its sockets close */
     tg->ctx = NULL;
     uint64_t t0 = now_ms();
@@ -668,18 +686,98 @@ Test(tcp_transport, fini_with_work_in_flight)
     free(src);
 }
 
-/* Options: a fixed port, a wildcard bind advertised as the server name's
- * host, explicit socket buffers, Nagle on, two connections: still correct. */
+/* A port nobody listens on now: bound to port 0, read back, released (no
+ * fixed port that another test on this machine could hold). */
+static uint16_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t sl = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "bind: %s", strerror(errno));
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static long sysctl_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f && fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* What getsockopt reports for a buffer size set with setsockopt: the kernel
+ * caps the request at the sysctl maximum and doubles it (socket(7)). */
+static int sockbuf_expected(long req, const char *max_sysctl)
+{
+    long max = sysctl_long(max_sysctl);
+    return (int)(2 * (max > 0 && req > max ? max : req));
+}
+
+/* The data connections of this process to or from TCP port `port`, as the
+ * kernel sees them: every socket fd in /proc/self/fd whose peer (dialled
+ * side) or local (accepted side) port is `port`.  Listeners are skipped. */
+typedef struct sock_opts {
+    int n;
+    int sndbuf[16], rcvbuf[16], nodelay[16];
+} sock_opts;
+
+static void sockets_of(uint16_t port, sock_opts *dialled, sock_opts *accepted)
+{
+    memset(dialled, 0, sizeof *dialled);
+    memset(accepted, 0, sizeof *accepted);
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        int fd = atoi(e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' || fd == dirfd(d) || fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+            continue;
+        struct sockaddr_storage l, p;
+        socklen_t ll = sizeof l, pl = sizeof p;
+        if (getsockname(fd, (struct sockaddr *)&l, &ll) || getpeername(fd, (struct sockaddr *)&p, &pl))
+            continue;
+        if (l.ss_family != AF_INET && l.ss_family != AF_INET6)
+            continue;
+        uint16_t lp = ntohs(l.ss_family == AF_INET ? ((struct sockaddr_in *)&l)->sin_port
+                                                   : ((struct sockaddr_in6 *)&l)->sin6_port);
+        uint16_t pp = ntohs(p.ss_family == AF_INET ? ((struct sockaddr_in *)&p)->sin_port
+                                                   : ((struct sockaddr_in6 *)&p)->sin6_port);
+        sock_opts *o = pp == port ? dialled : lp == port ? accepted : NULL;
+        if (!o || o->n == 16)
+            continue;
+        socklen_t sz = sizeof(int);
+        getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sndbuf[o->n], &sz);
+        sz = sizeof(int);
+        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o->rcvbuf[o->n], &sz);
+        sz = sizeof(int);
+        getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay[o->n], &sz);
+        o->n++;
+    }
+    closedir(d);
+}
+
+/* Options: a chosen port, a wildcard bind advertised as the server name's
+ * host, explicit socket buffers, Nagle on, two connections: each observed on
+ * the real sockets (getsockopt), and the transfer still correct.  The buffer
+ * sizes differ from the kernel's defaults and autotuning's steps, so only
+ * setsockopt can produce them. */
 Test(tcp_transport, options_are_honoured)
 {
-    inst *tg = inst_new("port", "23417", "bind", "0.0.0.0", "sndbuf", "262144", "rcvbuf",
-                        "262144", "nodelay", "false", NULL);
-    inst *in = inst_new("connections", "2", "sndbuf", "262144", NULL);
+    char fixed[8];
+    snprintf(fixed, sizeof fixed, "%u", free_port());
+    inst *tg = inst_new("port", fixed, "bind", "0.0.0.0", "sndbuf", "90112", "rcvbuf",
+                        "102400", "nodelay", "false", NULL);
+    inst *in = inst_new("connections", "2", "sndbuf", "77824", NULL);
     tern_desc *blob = tern_desc_new();
     cr_assert_eq(T->segment_describe(tg->ctx, blob), 0);
     uint64_t port = 0;
     tern_desc_get_u64(blob, "port", &port);
-    cr_assert_eq(port, 23417);
+    cr_assert_eq(port, (uint64_t)atoi(fixed));
     cr_assert_str_eq(tern_desc_get_str(blob, "host"), "127.0.0.1",
                      "a wildcard bind advertises the server name's host");
     tern_desc_free(blob);
@@ -694,9 +792,28 @@ Test(tcp_transport, options_are_honoured)
     cr_assert_eq(xfer1(in, ep, TERN_WRITE, src, (uint64_t)(uintptr_t)r.buf, 4 << 20, NULL, 0), 0);
     cr_assert_eq(xfer1(in, ep, TERN_READ, dst, (uint64_t)(uintptr_t)r.buf, 4 << 20, NULL, 0), 0);
     cr_assert_eq(memcmp(src, dst, 4 << 20), 0);
-    /* A second instance cannot take the same fixed port: a clear error. */
+    sock_opts dialled, accepted;
+    sockets_of((uint16_t)port, &dialled, &accepted);
+    cr_assert_eq(dialled.n, 2, "%d data connections dialled to port %u, 2 configured",
+                 dialled.n, (unsigned)port);
+    cr_assert_eq(accepted.n, 2, "%d data connections accepted on port %u", accepted.n,
+                 (unsigned)port);
+    int in_snd = sockbuf_expected(77824, "/proc/sys/net/core/wmem_max");
+    int tg_snd = sockbuf_expected(90112, "/proc/sys/net/core/wmem_max");
+    int tg_rcv = sockbuf_expected(102400, "/proc/sys/net/core/rmem_max");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(dialled.sndbuf[i], in_snd, "initiator SO_SNDBUF %d, expected %d",
+                     dialled.sndbuf[i], in_snd);
+        cr_assert_eq(dialled.nodelay[i], 1, "initiator TCP_NODELAY off (default is on)");
+        cr_assert_eq(accepted.sndbuf[i], tg_snd, "target SO_SNDBUF %d, expected %d",
+                     accepted.sndbuf[i], tg_snd);
+        cr_assert_eq(accepted.rcvbuf[i], tg_rcv, "target SO_RCVBUF %d, expected %d",
+                     accepted.rcvbuf[i], tg_rcv);
+        cr_assert_eq(accepted.nodelay[i], 0, "target TCP_NODELAY on; nodelay: false");
+    }
+    /* A second instance cannot take the same port: a clear error. */
     tern_host_services hs = tg->hs;
-    const char *k[] = {"port"}, *v[] = {"23417"};
+    const char *k[] = {"port"}, *v[] = {fixed};
     inst tmp = {.nkv = 1};
     tmp.keys[0] = k[0];
     tmp.vals[0] = v[0];
@@ -704,7 +821,7 @@ Test(tcp_transport, options_are_honoured)
     void *ctx2 = NULL;
     char err[512] = "";
     cr_assert_eq(T->init(&hs, &ctx2, err, sizeof err), TERN_ERR_IO);
-    cr_assert(strstr(err, "23417") && strstr(err, "in use"), "%s", err);
+    cr_assert(strstr(err, fixed) && strstr(err, "in use"), "%s", err);
     T->ep_close(ep);
     region_free(tg, &r);
     free(src);

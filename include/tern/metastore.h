@@ -12,6 +12,12 @@
  * listed operations are mandatory.  Every call may block up to the engine's
  * I/O timeout and must then fail with TERN_ERR_TIMEOUT or TERN_ERR_CONNECT,
  * never hang.  Calls may come from several threads at once.
+ *
+ * ABI 1.1 appends put_ttl (optional: the core checks struct_size and NULL).
+ * Entries written with it expire unless refreshed, so a dead engine's
+ * segment disappears; the core calls it again every keep-alive period,
+ * which also puts the entry back in a store that restarted empty.  See
+ * docs/protocol.md, "Metadata store entries".
  */
 #ifndef TERN_METASTORE_H
 #define TERN_METASTORE_H
@@ -27,7 +33,7 @@ extern "C" {
 
 #define TERN_METASTORE_MAGIC 0x4154454D4E524554ULL /* "TERNMETA" */
 #define TERN_METASTORE_ABI_MAJOR 1
-#define TERN_METASTORE_ABI_MINOR 0
+#define TERN_METASTORE_ABI_MINOR 1
 #define TERN_METASTORE_SYMBOL "tern_metastore_v1"
 
 /* Called once per key by list(); return non-zero to stop early. */
@@ -52,6 +58,13 @@ typedef struct tern_metastore {
     int (*del)(void *store, const char *key, char *err, size_t errlen);
     int (*list)(void *store, const char *prefix, tern_metastore_list_cb cb,
                 void *arg, char *err, size_t errlen);
+
+    /* ---- appended in ABI 1.1 (optional) ---- */
+    /* Write key = value so that it disappears ttl_s seconds after the last
+     * put_ttl of that key (redis: SET .. EX; etcd: a lease, kept alive and
+     * re-granted when the store lost it).  A later plain del removes it. */
+    int (*put_ttl)(void *store, const char *key, const char *value, size_t len, int ttl_s,
+                   char *err, size_t errlen);
 } tern_metastore;
 
 #ifdef __cplusplus

@@ -3,7 +3,14 @@
  * URI etcd://host:port[,host:port...].  Each call POSTs to /v3/kv/{put,
  * range,deleterange} with base64 keys and values, bounded by the store's
  * timeout (connect and total), trying each endpoint from the last one that
- * answered.  A fresh curl easy handle per call keeps calls thread-safe. */
+ * answered.  A fresh curl easy handle per call keeps calls thread-safe.
+ *
+ * put_ttl (ABI 1.1) attaches the key to a lease of its own: granted by
+ * /v3/lease/grant, refreshed by /v3/lease/keepalive on each later put_ttl,
+ * and granted anew when etcd no longer knows it (restarted empty, or the
+ * lease ran out).  The value is written with the lease every time, so a
+ * store that lost it has it back (docs/protocol.md, Metadata store
+ * entries). */
 #include <curl/curl.h>
 #include <json-c/json.h>
 #include <pthread.h>
@@ -16,6 +23,7 @@
 
 #define ETCD_MAX_HOSTS 16
 #define ETCD_MAX_RESPONSE (256u << 20)
+#define ETCD_MAX_LEASES 16 /* keys written with put_ttl: an engine's segments */
 
 typedef struct estore {
     char uri[512];
@@ -24,6 +32,10 @@ typedef struct estore {
     int timeout_ms;
     pthread_mutex_t mu;
     int good; /* endpoint that answered last */
+    struct {
+        char key[512];
+        char id[32]; /* "" when none is held */
+    } leases[ETCD_MAX_LEASES];  /* guarded by mu */
 } estore;
 
 static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -347,8 +359,107 @@ static int e_put(void *store, const char *key, const char *value, size_t len, ch
     return rc;
 }
 
+/* The lease slot of key (a free one when absent); -1 when all are used. */
+static int lease_slot(estore *s, const char *key)
+{
+    int freeslot = -1;
+    for (int i = 0; i < ETCD_MAX_LEASES; i++) {
+        if (strcmp(s->leases[i].key, key) == 0)
+            return i;
+        if (freeslot < 0 && !s->leases[i].key[0])
+            freeslot = i;
+    }
+    return freeslot;
+}
+
+/* An int64 the gateway writes as a string (or a number); 0 when absent. */
+static long long i64_of(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v))
+        return 0;
+    return json_object_is_type(v, json_type_string) ? strtoll(json_object_get_string(v), NULL, 10)
+                                                    : json_object_get_int64(v);
+}
+
+/* Keep lease id alive: 1 when etcd still has it, 0 when not, < 0 error. */
+static int lease_keepalive(estore *s, const char *id, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object(), *r = NULL, *res = NULL;
+    json_object_object_add(req, "ID", json_object_new_string(id));
+    int rc = post(s, "/v3/lease/keepalive", req, &r, err, errlen);
+    json_object_put(req);
+    if (rc == 0)
+        rc = json_object_object_get_ex(r, "result", &res) && i64_of(res, "TTL") > 0;
+    json_object_put(r);
+    return rc;
+}
+
+static int lease_grant(estore *s, int ttl_s, char *id, size_t idlen, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object(), *r = NULL;
+    json_object_object_add(req, "TTL", json_object_new_int(ttl_s));
+    int rc = post(s, "/v3/lease/grant", req, &r, err, errlen);
+    json_object_put(req);
+    long long v = rc ? 0 : i64_of(r, "ID");
+    json_object_put(r);
+    if (rc)
+        return rc;
+    if (v == 0)
+        return errf(err, errlen, TERN_ERR_PROTOCOL, "%s: /v3/lease/grant returned no ID", s->uri);
+    snprintf(id, idlen, "%lld", v);
+    return 0;
+}
+
+static int put_with_lease(estore *s, const char *key, const char *value, size_t len,
+                          const char *id, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object(), *r = NULL;
+    add_b64(req, "key", key, strlen(key));
+    add_b64(req, "value", value, len);
+    json_object_object_add(req, "lease", json_object_new_string(id));
+    int rc = post(s, "/v3/kv/put", req, &r, err, errlen);
+    json_object_put(req);
+    json_object_put(r);
+    return rc;
+}
+
+static int e_put_ttl(void *store, const char *key, const char *value, size_t len, int ttl_s,
+                     char *err, size_t errlen)
+{
+    estore *s = store;
+    char id[32] = "";
+    if (ttl_s <= 0 || strlen(key) >= sizeof s->leases[0].key)
+        return errf(err, errlen, TERN_ERR_INVAL, "etcd put_ttl: bad ttl %d s or key", ttl_s);
+    pthread_mutex_lock(&s->mu);
+    int slot = lease_slot(s, key);
+    if (slot >= 0)
+        snprintf(id, sizeof id, "%s", s->leases[slot].id);
+    pthread_mutex_unlock(&s->mu);
+    if (slot < 0)
+        return errf(err, errlen, TERN_ERR_NOMEM, "etcd put_ttl: more than %d keys with a lease",
+                    ETCD_MAX_LEASES);
+    int rc = id[0] ? lease_keepalive(s, id, err, errlen) : 0;
+    if (rc < 0)
+        return rc;
+    if (rc == 0 && (rc = lease_grant(s, ttl_s, id, sizeof id, err, errlen)) != 0)
+        return rc; /* no lease (first call, or etcd lost it): a new one */
+    rc = put_with_lease(s, key, value, len, id, err, errlen);
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->leases[slot].key, sizeof s->leases[slot].key, "%s", key);
+    snprintf(s->leases[slot].id, sizeof s->leases[slot].id, "%s", rc ? "" : id);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 static int e_del(void *store, const char *key, char *err, size_t errlen)
 {
+    estore *s = store;
+    pthread_mutex_lock(&s->mu);
+    int slot = lease_slot(s, key);
+    if (slot >= 0 && strcmp(s->leases[slot].key, key) == 0)
+        memset(&s->leases[slot], 0, sizeof s->leases[slot]); /* its lease just runs out */
+    pthread_mutex_unlock(&s->mu);
     json_object *req = json_object_new_object(), *r = NULL;
     add_b64(req, "key", key, strlen(key));
     int rc = post(store, "/v3/kv/deleterange", req, &r, err, errlen);
@@ -405,11 +516,12 @@ __attribute__((visibility("default"))) const tern_metastore tern_metastore_v1 = 
     .abi_major = TERN_METASTORE_ABI_MAJOR,
     .abi_minor = TERN_METASTORE_ABI_MINOR,
     .scheme = "etcd",
-    .version = "1.0",
+    .version = "1.1",
     .open = e_open,
     .close = e_close,
     .get = e_get,
     .put = e_put,
     .del = e_del,
     .list = e_list,
+    .put_ttl = e_put_ttl,
 };

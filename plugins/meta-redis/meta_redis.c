@@ -234,6 +234,22 @@ static int r_put(void *store, const char *key, const char *value, size_t len, ch
     return r ? 0 : rc;
 }
 
+/* SET .. EX: every call rewrites the value and restarts its lifetime. */
+static int r_put_ttl(void *store, const char *key, const char *value, size_t len, int ttl_s,
+                     char *err, size_t errlen)
+{
+    rstore *s = store;
+    int rc;
+    if (ttl_s <= 0)
+        return errf(err, errlen, TERN_ERR_INVAL, "redis put_ttl: ttl %d s is not positive", ttl_s);
+    pthread_mutex_lock(&s->mu);
+    redisReply *r = cmd(s, &rc, err, errlen, "SET %s %b EX %d", key, value, len, ttl_s);
+    pthread_mutex_unlock(&s->mu);
+    if (r)
+        freeReplyObject(r);
+    return r ? 0 : rc;
+}
+
 static int r_del(void *store, const char *key, char *err, size_t errlen)
 {
     rstore *s = store;
@@ -313,11 +329,12 @@ __attribute__((visibility("default"))) const tern_metastore tern_metastore_v1 = 
     .abi_major = TERN_METASTORE_ABI_MAJOR,
     .abi_minor = TERN_METASTORE_ABI_MINOR,
     .scheme = "redis",
-    .version = "1.0",
+    .version = "1.1",
     .open = r_open,
     .close = r_close,
     .get = r_get,
     .put = r_put,
     .del = r_del,
     .list = r_list,
+    .put_ttl = r_put_ttl,
 };

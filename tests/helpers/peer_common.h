@@ -7,6 +7,11 @@
  *   READY <server name> <addr A> <len A> <addr B> <len B>
  * and then answers commands on stdin:
  *   CHECK  -> "CANARY ok" or "CANARY bad <offset>" (guards untouched?)
+ *   SHRINK -> B is unregistered and its first half registered again; the
+ *             second half is filled with canaries and checked by CHECK from
+ *             then on; answers "SHRUNK <new len B>".  An initiator that
+ *             opened the segment before still believes B is whole, so its
+ *             own range check passes and only this target's can refuse.
  *   EXIT   -> unregisters, destroys the engine, exits 0 (EOF does the same).
  * The harness on the other side is tests/integration_common.h. */
 #ifndef TERN_TESTS_PEER_COMMON_H
@@ -36,17 +41,41 @@ static inline long peer_check_guards(const uint8_t *map, size_t total)
     return -1;
 }
 
-/* Answers CHECK until EXIT or EOF on stdin. */
-static inline void peer_command_loop(const uint8_t *map, size_t total)
+/* Offset in map of the first changed canary in B's released half, or -1. */
+static inline long peer_check_released(const uint8_t *map, const uint8_t *b, int shrunk)
+{
+    for (size_t i = LEN_B / 2; shrunk && i < LEN_B; i++)
+        if (b[i] != 0xA5)
+            return (long)(b + i - map);
+    return -1;
+}
+
+/* Answers CHECK and SHRINK until EXIT or EOF on stdin. */
+static inline void peer_command_loop(tern_engine *e, const uint8_t *map, size_t total,
+                                     uint8_t *b)
 {
     char line[128];
+    int shrunk = 0;
     while (fgets(line, sizeof line, stdin)) {
         if (!strncmp(line, "CHECK", 5)) {
             long bad = peer_check_guards(map, total);
             if (bad < 0)
+                bad = peer_check_released(map, b, shrunk);
+            if (bad < 0)
                 printf("CANARY ok\n");
             else
                 printf("CANARY bad %ld\n", bad);
+            fflush(stdout);
+        } else if (!strncmp(line, "SHRINK", 6) && !shrunk) {
+            int rc = tern_unregister_memory(e, b);
+            memset(b + LEN_B / 2, 0xA5, LEN_B / 2);
+            if (rc == 0)
+                rc = tern_register_memory(e, b, LEN_B / 2, NULL);
+            shrunk = 1;
+            if (rc)
+                printf("SHRINK failed: %s\n", tern_engine_last_error(e));
+            else
+                printf("SHRUNK %u\n", LEN_B / 2);
             fflush(stdout);
         } else if (!strncmp(line, "EXIT", 4)) {
             break;
@@ -78,7 +107,7 @@ static inline int peer_serve(const char *yaml, const char *who)
     printf("READY %s %" PRIuPTR " %u %" PRIuPTR " %u\n", tern_engine_server_name(e),
            (uintptr_t)a, LEN_A, (uintptr_t)b, LEN_B);
     fflush(stdout);
-    peer_command_loop(map, total);
+    peer_command_loop(e, map, total, b);
     tern_unregister_memory(e, a);
     tern_unregister_memory(e, b);
     tern_engine_destroy(e);

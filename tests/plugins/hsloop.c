@@ -8,8 +8,13 @@
  * Options: open_delay_ms (the active ep_open sleeps, widening the window in
  * which both sides connect at once), refuse (the passive side refuses),
  * devices (how many: hs0, hs1, ...), fail_first + fail_code (the first N
- * slices complete with that error, e.g. -12 CONNECT, -16 DEVICE).
- * query() reports "open=<live endpoints> opened=<ever opened>". */
+ * slices complete with that error, e.g. -12 CONNECT, -16 DEVICE), gate (the
+ * active ep_open waits until query("open_gate") opens the gate, so a test
+ * holds a connect in flight for as long as it needs and knows it is there).
+ * query("eps") reports "open=<live endpoints> opened=<ever opened>
+ * gated=<active opens that reached the gate> failed_dev=<local device of the
+ * last injected failure, -1 none> ok_dev=<local device of the last slice
+ * that succeeded, -1 none>". */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -33,12 +38,16 @@ typedef struct hs_ctx {
     int ndev;
     int64_t fail_left, fail_code;
     uint64_t next_key;
+    int gate, gate_open, gated;
+    pthread_cond_t gate_cond;
+    int failed_dev, ok_dev;
 } hs_ctx;
 
 typedef struct hs_ep {
     hs_ctx *ctx;
     uint64_t peer;   /* the peer endpoint's address, from the handshake */
     int connected;
+    int dev;         /* local device index (ep_open's local_dev) */
 } hs_ep;
 
 static int hs_err(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -67,8 +76,12 @@ static int hs_init(const tern_host_services *host, void **out, char *err, size_t
     c->ndev = (int)host->config_get_int(host->host, "devices", 1);
     c->fail_left = host->config_get_int(host->host, "fail_first", 0);
     c->fail_code = host->config_get_int(host->host, "fail_code", TERN_ERR_CONNECT);
+    const char *g = host->config_get(host->host, "gate");
+    c->gate = g && (strcmp(g, "true") == 0 || strcmp(g, "1") == 0 || strcmp(g, "yes") == 0);
+    c->failed_dev = c->ok_dev = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
+    pthread_cond_init(&c->gate_cond, NULL);
     *out = c;
     return 0;
 }
@@ -78,6 +91,7 @@ static void hs_fini(void *vc)
     hs_ctx *c = vc;
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
+    pthread_cond_destroy(&c->gate_cond);
     c->host->free(c);
 }
 
@@ -130,11 +144,19 @@ static int hs_ep_open(void *vc, const tern_ep_params *p, void **out, char *err, 
         struct timespec ts = {c->open_delay_ms / 1000, (c->open_delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (!p->passive && c->gate) {
+        pthread_mutex_lock(&c->lock);
+        c->gated++;
+        while (!c->gate_open)
+            pthread_cond_wait(&c->gate_cond, &c->lock);
+        pthread_mutex_unlock(&c->lock);
+    }
     hs_ep *ep = c->host->alloc(sizeof *ep);
     if (!ep)
         return hs_err(err, errlen, TERN_ERR_NOMEM, "hsloop: out of memory");
     memset(ep, 0, sizeof *ep);
     ep->ctx = c;
+    ep->dev = p->local_dev;
     pthread_mutex_lock(&c->lock);
     c->live_eps++;
     c->opened++;
@@ -179,6 +201,10 @@ static int hs_submit(void *vep, tern_slice *const *s, int n)
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&c->lock);
         int fail = c->fail_left > 0 ? (c->fail_left--, 1) : 0;
+        if (fail)
+            c->failed_dev = ep->dev;
+        else
+            c->ok_dev = ep->dev;
         pthread_mutex_unlock(&c->lock);
         s[i]->status = fail ? (int)c->fail_code : 0;
         if (fail)
@@ -228,9 +254,13 @@ static int hs_poll(void *vc, tern_slice **done, int max, int timeout_ms)
 static int hs_query(void *vc, const char *what, char *out, size_t outlen)
 {
     hs_ctx *c = vc;
-    (void)what;
     pthread_mutex_lock(&c->lock);
-    snprintf(out, outlen, "open=%d opened=%d", c->live_eps, c->opened);
+    if (what && strcmp(what, "open_gate") == 0) {
+        c->gate_open = 1;
+        pthread_cond_broadcast(&c->gate_cond);
+    }
+    snprintf(out, outlen, "open=%d opened=%d gated=%d failed_dev=%d ok_dev=%d", c->live_eps,
+             c->opened, c->gated, c->failed_dev, c->ok_dev);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
@@ -244,6 +274,8 @@ static const tern_option hs_options[] = {
      .help = "devices shown (hs0, hs1, ...)"},
     {.key = "fail_first", .type = TERN_OPT_INT, .min = 0, .max = 1000000,
      .default_value = "0", .help = "the first N slices fail"},
+    {.key = "gate", .type = TERN_OPT_BOOL, .default_value = "false",
+     .help = "the active ep_open waits until query(\"open_gate\")"},
     {.key = "fail_code", .type = TERN_OPT_INT, .min = -100, .max = 0, .default_value = "-12",
      .help = "tern_err code of the injected failures"},
     {.key = NULL, .type = TERN_OPT_END},

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# scripts/mutate.sh: do the tests fail when the code they guard is broken?
+#
+# Each mutation below is one small edit of the code: a Perl regex that must
+# match exactly once in the tree's C sources (core/, transports/, include/,
+# plugins/, tools/; the file is found by searching, not by a fixed path) and
+# the literal text that replaces the match.  For each one, a scratch copy of
+# the tree is edited, rebuilt incrementally, and the test that should catch
+# it is run; the test must FAIL.  Then the file is restored.
+#
+# Output, one line per mutation:
+#   caught      the test failed against the mutated code (good)
+#   SURVIVED    the test passed: it does not guard what it claims
+#   NOT FOUND   the pattern matches nothing or more than one place: the code
+#               changed under it; re-point the pattern (one table line)
+#   BUILD FAIL  the mutated tree does not build
+# The exit status is non-zero unless every mutation was caught.
+#
+# Usage: scripts/mutate.sh [name ...]     (default: every mutation)
+#   MUTATE_SET=quick     only the mutations tagged quick (a few minutes)
+#   MUTATE_DIR=dir       scratch copy and build (default build-mutate/), kept
+#                        between runs so rebuilds stay incremental
+#   MUTATE_LIST=1        print the table and exit
+#   JOBS=n               build parallelism (default 2)
+#
+# The whole script is one { } group: bash parses it before running it, so
+# editing this file (the table) while a run is going does not derail that run.
+{
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${MUTATE_DIR:-$ROOT/build-mutate}
+SET=${MUTATE_SET:-all}
+JOBS=${JOBS:-2}
+SRC=$DIR/src
+BLD=$DIR/build
+
+# name | sets (comma list, - for none) | pattern (Perl regex, matches once) | replacement (literal) | ctest test | Criterion filter
+# Keep each mutation on ONE line: when the code moves, re-point it here.
+read -r -d '' TABLE <<'EOF'
+# -- the ABI checks
+abi-major-newer-accepted | quick | \(t->abi_major \K!=(?= TERN_TRANSPORT_ABI_MAJOR\)) | < | test_loader | loader/newer_abi_major
+meta-abi-major-newer-accepted | - | \(m->abi_major \K!=(?= TERN_METASTORE_ABI_MAJOR\)) | < | test_metadata | plugin/every_abi_check_is_made
+# -- handshake daemon: frame cap, deadline for slow clients
+hs-no-frame-cap | quick | if \(n == 0\K \|\| n > max_frame(?=\)) | || 0 | test_hostile | hostile/handshake_length_far_over_the_limit
+hs-slow-clients-never-expire | - | if \(\Kc->deadline_ms <= now(?=\)) | 0 | test_hostile | hostile/handshake_slowloris_one_byte_per_second
+# -- endpoints: fail-over, one connect per key, simultaneous open
+failover-marks-wrong-device | quick | tern_topology_mark_down\(x->topo, \Kcs->local_dev(?=, 1\)) | !cs->local_dev | test_endpoint | endpoint/device_failure_fails_over
+concurrent-misses-not-shared | - | \(\*ref = tern_epstore_get\(x->eps, key, ep\)\) && \(c = \Kconnecting_find\(x, key\)(?=\)\) \{) | NULL | test_endpoint | endpoint/concurrent_misses_connect_once
+simultaneous-open-no-tiebreak | - | int refuse = \Kc && strcmp\(c->local_nic_path, p->hd->local_nic_path\) < 0; | 0; | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
+simultaneous-open-no-replace | - | if \(rc == TERN_ERR_EXISTS && \Ka->c->yielded\) | 0) | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
+# -- tcp transport: socket options, the target's own range check
+tcp-socket-options-ignored | - | void tcp_sock_tune\(tcp_ctx \*ctx, int fd\)\n\{\n\K(?=    int one = 1;) | return; | test_tcp_transport | tcp_transport/options_are_honoured
+tcp-target-range-one-byte | quick | tcp_mr_find\(st->ctx, q\.addr, \Kq\.length(?=\)\)) | 1 | test_tcp_integration | tcp_integration/unregistered_remote_addresses_refused
+# -- range checks: the initiator's descriptor lookup ignores the length
+range-initiator-ignores-length | - | return off <= b->length \K&& len <= b->length - off(?= \? b : NULL;) | && 1 | test_desc | segment/find_buffer_is_exact_and_overflow_safe
+# -- descriptors: overlapping buffers accepted; a refusal without its message
+desc-overlap-accepted | - | if \(\K(?=d->buffers\[i\]\.addr < d->buffers\[i - 1\]\.addr \+ d->buffers\[i - 1\]\.length\)) | 0 && | test_desc | segment/refusals_name_the_key
+desc-refusal-without-message | - | return tern_errf\(err, \Kerrlen(?=, TERN_ERR_PROTOCOL, "invalid JSON at byte %zu: %s", used,) | 0 | test_desc | fuzz/mutated_descriptors_decode_or_refuse_cleanly
+# -- batches: slicing, retries, late completions, failures reported as such
+slice-tail-rule-dropped | - | remaining <= slice_size\K \+ TERN_TAIL_SLACK | + 0 | test_batch | batch/slicing_and_tail_rule
+slice-crosses-remote-buffer | - | n = n < lrem \? n : lrem;\n    return \Kn < rrem \? n : rrem(?=;) | n | test_batch | batch/request_spans_adjacent_buffers
+retries-none | - | if \(cs->attempt >= \Kcs->b->e->cfg->retries(?=\) \{\n        fail_final) | 0 | test_endpoint | endpoint/connection_failure_rebuilds_endpoint
+late-completion-counted | - | if \(\Kreq_active_locked\(q\)(?=\) \{\n        q->transferred) | 1 | test_batch | batch/timeout_and_free_refused_while_in_flight
+failed-reported-completed | - | tern_req_fail_locked\(b, cs->idx, \KTERN_FAILED(?=, code,) | TERN_COMPLETED | test_faults | faults/peer_killed_at_a_random_point_100_times
+# -- auth: any proof accepted
+auth-any-proof-accepted | quick | return \KCRYPTO_memcmp\(a, b, n\) == 0(?=;) | 1 | test_auth | auth_exchange/wrong_client_proof_is_refused_by_the_daemon
+# -- eviction: hits never set SIEVE's visited bit (it degrades to FIFO)
+sieve-hits-not-visited | - | if \(!atomic_load_explicit\(&e->visited, memory_order_relaxed\)\)\n\s+atomic_store_explicit\(&e->visited, \K1(?=, memory_order_relaxed\);) | 0 | test_epstore | epstore/sieve_order
+EOF
+
+die() { echo "mutate: $*" >&2; exit 2; }
+
+table() { printf '%s\n' "$TABLE" | grep -v '^[[:space:]]*\(#\|$\)'; }
+
+# field N of a table line (fields are separated by " | ")
+field() { printf '%s\n' "$1" | awk -F ' [|] ' -v n="$2" '{ gsub(/^[ \t]+|[ \t]+$/, "", $n); print $n }'; }
+
+check_table() {
+    local line n
+    while IFS= read -r line; do
+        n=$(printf '%s\n' "$line" | awk -F ' [|] ' '{ print NF }')
+        [ "$n" -eq 6 ] || die "table line has $n fields, not 6: $line"
+    done < <(table)
+}
+
+if [ "${MUTATE_LIST:-0}" = 1 ]; then
+    table | awk -F ' [|] ' '{ printf "%-34s %-6s %s %s\n", $1, $2, $5, $6 }'
+    exit 0
+fi
+check_table
+
+# ---- the scratch copy -------------------------------------------------------------
+# The working tree as git sees it (tracked and untracked, not ignored).  A
+# file whose content is unchanged since the last run keeps its timestamp, so
+# the scratch build only rebuilds what changed; a changed file (edited in the
+# tree, or left mutated by an interrupted run) is copied with a fresh one, so
+# it is always rebuilt whatever the timestamps of the tree say.
+sync_tree() {
+    local stage=$DIR/stage f
+    rm -rf "$stage" && mkdir -p "$stage" "$SRC" "$BLD" || die "cannot create $DIR"
+    (cd "$ROOT" && git ls-files -co --exclude-standard -z |
+        tar --null -T - -cf - 2>/dev/null) | tar -C "$stage" -xf - || die "copying the tree failed"
+    (cd "$SRC" && find . \( -type f -o -type l \) -print0) | while IFS= read -r -d '' f; do
+        [ -e "$stage/$f" ] || [ -L "$stage/$f" ] || rm -f "$SRC/$f"
+    done
+    (cd "$stage" && find . \( -type f -o -type l \) -print0) | while IFS= read -r -d '' f; do
+        if [ -L "$stage/$f" ] || ! cmp -s "$stage/$f" "$SRC/$f"; then
+            mkdir -p "$(dirname "$SRC/$f")" && rm -f "$SRC/$f" && cp -P "$stage/$f" "$SRC/$f" &&
+                { [ -L "$SRC/$f" ] || touch "$SRC/$f"; } || die "copying $f failed"
+        fi
+    done
+    rm -rf "$stage"
+}
+
+# What a run needs built: every target except the test programs, plus the
+# test programs named (a core change then relinks those, not all of them).
+# The runtime pieces (transport and metadata plugins, peer programs) are
+# targets of their own, so they are in.
+targets() {
+    cmake --build "$BLD" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p' |
+        grep -vE '^(all|clean|depend|edit_cache|install.*|list_install_components|rebuild_cache|test)$' |
+        grep -vE '^test_|_vm_|\.(o|i|s)$'
+    printf '%s\n' "$@"
+}
+
+# build [test program ...]: configure once, then build incrementally.
+build() {
+    if [ ! -f "$BLD/CMakeCache.txt" ]; then
+        cmake -S "$SRC" -B "$BLD" -DTERN_WERROR=OFF >"$DIR/cmake.log" 2>&1 || return 1
+    fi
+    local t
+    t=$(targets "$@" | sort -u | tr '\n' ' ')
+    [ -n "$t" ] || return 1
+    # shellcheck disable=SC2086 # one word per target
+    cmake --build "$BLD" -j "$JOBS" --target $t >"$DIR/build.log" 2>&1
+}
+
+# Run the test that should catch a mutation; returns its exit status.
+run_test() {
+    local t=$1 filter=$2 log=$3
+    if [ -n "$filter" ] && [ -x "$BLD/bin/$t" ]; then
+        (cd "$BLD/tests" && timeout 600 "$BLD/bin/$t" --jobs 1 --filter "$filter") >"$log" 2>&1
+    else
+        (cd "$BLD" && timeout 900 ctest -R "^$t\$" --output-on-failure) >"$log" 2>&1
+    fi
+}
+
+# The one C source the pattern matches in, and how often; prints "file count"
+# for every file with a match.
+locate() {
+    (cd "$SRC" && find core transports include plugins tools -name '*.[ch]' -print0 2>/dev/null |
+        MP="$1" xargs -0 perl -0777 -ne '
+            BEGIN { $p = $ENV{MP} }
+            my $n = () = /$p/g;
+            print "$ARGV $n\n" if $n;')
+}
+
+apply() {
+    local file=$1 pat=$2 rep=$3
+    MP="$pat" MR="$rep" perl -0777 -i -pe 'BEGIN { $p = $ENV{MP}; $r = $ENV{MR} } s/$p/$r/' \
+        "$SRC/$file"
+}
+
+selected() {
+    local name=$1 sets=$2
+    if [ ${#WANT[@]} -gt 0 ]; then
+        local w
+        for w in "${WANT[@]}"; do [ "$w" = "$name" ] && return 0; done
+        return 1
+    fi
+    [ "$SET" = all ] && return 0
+    case ",$sets," in *",$SET,"*) return 0 ;; esac
+    return 1
+}
+
+WANT=("$@")
+if [ ${#WANT[@]} -gt 0 ]; then
+    for w in "${WANT[@]}"; do
+        table | awk -F ' [|] ' -v w="$w" '{ gsub(/[ \t]+$/, "", $1) } $1 == w { f = 1 } END { exit !f }' ||
+            die "no mutation named $w (MUTATE_LIST=1 lists them)"
+    done
+fi
+
+mkdir -p "$DIR" || die "cannot create $DIR"
+sync_tree
+echo "mutate: scratch tree $SRC, build $BLD (set: ${WANT[*]:-$SET})"
+TESTS=()
+while IFS= read -r line; do
+    selected "$(field "$line" 1)" "$(field "$line" 2)" && TESTS+=("$(field "$line" 5)")
+done < <(table)
+build "${TESTS[@]}" || die "the unmutated tree does not build: see $DIR/build.log"
+
+# Baseline: every test used must pass on the real code, or "caught" means nothing.
+declare -A BASE=()
+while IFS= read -r line; do
+    name=$(field "$line" 1); sets=$(field "$line" 2)
+    selected "$name" "$sets" || continue
+    t=$(field "$line" 5); f=$(field "$line" 6)
+    [ -n "${BASE[$t/$f]:-}" ] && continue
+    if run_test "$t" "$f" "$DIR/base.log"; then
+        if [ -n "$f" ] && ! grep -q 'Tested: [1-9]' "$DIR/base.log"; then
+            die "$t --filter '$f' runs no test (renamed?): re-point the table line"
+        fi
+        BASE[$t/$f]=ok
+    else
+        echo "mutate: $t ${f:+--filter $f} fails on the unmutated tree:" >&2
+        tail -n 30 "$DIR/base.log" >&2
+        exit 2
+    fi
+done < <(table)
+
+caught=0; bad=0; total=0; started=$(date +%s)
+while IFS= read -r line; do
+    name=$(field "$line" 1); sets=$(field "$line" 2); pat=$(field "$line" 3)
+    rep=$(field "$line" 4); t=$(field "$line" 5); f=$(field "$line" 6)
+    selected "$name" "$sets" || continue
+    total=$((total + 1))
+    where=$(locate "$pat")
+    nfiles=$(printf '%s' "$where" | grep -c . || true)
+    if [ "$nfiles" -ne 1 ] || [ "$(printf '%s' "$where" | awk '{ print $2 }')" != 1 ]; then
+        printf '%-10s %-34s pattern matches %s\n' "NOT FOUND" "$name" \
+            "$( [ -n "$where" ] && printf '%s' "$where" | tr '\n' ';' || echo nothing)"
+        bad=$((bad + 1))
+        continue
+    fi
+    file=$(printf '%s' "$where" | awk '{ print $1 }')
+    cp -p "$SRC/$file" "$DIR/orig"
+    apply "$file" "$pat" "$rep"
+    t0=$(date +%s)
+    if cmp -s "$DIR/orig" "$SRC/$file"; then
+        printf '%-10s %-34s %s: the substitution changed nothing\n' "NOT FOUND" "$name" "$file"
+        bad=$((bad + 1))
+    elif ! build "$t"; then
+        printf '%-10s %-34s %s (see %s)\n' "BUILD FAIL" "$name" "$file" "$DIR/build-$name.log"
+        cp "$DIR/build.log" "$DIR/build-$name.log"
+        bad=$((bad + 1))
+    elif run_test "$t" "$f" "$DIR/run-$name.log"; then
+        printf '%-10s %-34s %s: %s %s passed (%ss)\n' "SURVIVED" "$name" "$file" "$t" "$f" \
+            $(( $(date +%s) - t0 ))
+        bad=$((bad + 1))
+    else
+        printf '%-10s %-34s %s: %s %s failed (%ss)\n' "caught" "$name" "$file" "$t" "$f" \
+            $(( $(date +%s) - t0 ))
+        caught=$((caught + 1))
+    fi
+    cp "$DIR/orig" "$SRC/$file" && touch "$SRC/$file"
+done < <(table)
+
+build "${TESTS[@]}" || echo "mutate: rebuilding the restored tree failed (see $DIR/build.log)" >&2
+echo "mutate: $caught of $total caught in $(( $(date +%s) - started ))s"
+[ "$bad" -eq 0 ] && [ "$total" -gt 0 ]
+exit $?
+}
