@@ -176,6 +176,7 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
     if (rc)
         return tern_errf(a->err, a->errlen, rc, "handshake with %s: bad reply: %s",
                          a->seg->name, msg);
+    tern_mooncake_handshake_fill(hd, a->seg->st); /* docs/protocol.md, Mooncake compatibility */
     return 0;
 }
 

@@ -15,5 +15,10 @@ void tern_mooncake_desc_normalize(struct json_object *root);
  * Mooncake peer (no such key) the one its fields imply. */
 struct tern_handshake_desc;
 const char *tern_mooncake_infer_transport(const struct tern_handshake_desc *hd);
+/* A Connection body without local_lid / local_gid (Mooncake v0.3.10): take
+ * them from the sender's segment descriptor, device named in local_nic_path. */
+struct tern_seg_transport;
+void tern_mooncake_handshake_fill(struct tern_handshake_desc *hd,
+                                  const struct tern_seg_transport *st);
 
 #endif
