@@ -25,3 +25,11 @@ if(TARGET test_mooncake_compat)
   target_sources(test_mooncake_compat PRIVATE
                  ${PROJECT_SOURCE_DIR}/transports/tcp/tcp_mooncake.c)
 endif()
+# tern <-> Mooncake over RDMA inside the Soft-RoCE guest (minutes of CPU:
+# named rdma_vm_* so `ctest -E rdma_vm` leaves it out with the VM suite)
+foreach(tag v0.3.10 v0.3.12.post1)
+  add_test(NAME rdma_vm_mooncake_${tag}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mooncake/test_rdma_vm_mooncake.sh
+                   ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${tag})
+  set_tests_properties(rdma_vm_mooncake_${tag} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 500)
+endforeach()
