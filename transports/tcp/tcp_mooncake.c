@@ -89,14 +89,26 @@ static void mc_log(const tcp_mc_hooks *h, int level, const char *fmt, ...)
  * time without progress (< 0: none, for the idle wait of a header); the
  * stop descriptor (readable at shutdown) ends any wait.  0, or
  * TERN_ERR_CLOSED (peer closed / stop), TERN_ERR_TIMEOUT, TERN_ERR_IO. */
-static int io_full(int fd, int stopfd, void *buf, uint64_t len, int out, int timeout_ms)
+typedef struct io_guard {
+    const tcp_mc_hooks *h;
+    void *pin;
+} io_guard;
+
+static int io_full_g(int fd, int stopfd, void *buf, uint64_t len, int out, int timeout_ms,
+                     const io_guard *g)
 {
     uint8_t *p = buf;
     uint64_t done = 0;
     while (done < len) {
         size_t want = len - done > (1u << 30) ? (1u << 30) : (size_t)(len - done);
+        if (g && g->h->io_begin && g->h->io_begin(g->pin) != 0)
+            return TERN_ERR_CLOSED; /* the range was deregistered */
         ssize_t n = out ? send(fd, p + done, want, MSG_NOSIGNAL | MSG_DONTWAIT)
                         : recv(fd, p + done, want, MSG_DONTWAIT);
+        int e = errno;
+        if (g && g->h->io_end)
+            g->h->io_end(g->pin);
+        errno = e;
         if (n > 0) {
             done += (uint64_t)n;
             continue;
@@ -118,6 +130,11 @@ static int io_full(int fd, int stopfd, void *buf, uint64_t len, int out, int tim
             return TERN_ERR_CLOSED;
     }
     return 0;
+}
+
+static int io_full(int fd, int stopfd, void *buf, uint64_t len, int out, int timeout_ms)
+{
+    return io_full_g(fd, stopfd, buf, len, out, timeout_ms, NULL);
 }
 
 /* ---- target side ---------------------------------------------------------------- */
@@ -208,15 +225,16 @@ static int srv_serve_one(mc_srv_conn *c)
                           " is not inside one registered buffer",
                           op ? "WRITE" : "READ", size, addr);
     void *mem = (void *)(uintptr_t)addr;
+    io_guard g = {h, pin};
     if (op == TCP_MC_OP_WRITE) {
-        rc = io_full(c->fd, c->srv->stopfd, mem, size, 0, h->io_timeout_ms);
+        rc = io_full_g(c->fd, c->srv->stopfd, mem, size, 0, h->io_timeout_ms, &g);
         h->unpin(h->arg, pin);
         if (!rc && v2)
             rc = srv_send_status(c, TCP_MC_STATUS_OK);
     } else {
         rc = v2 ? srv_send_status(c, TCP_MC_STATUS_OK) : 0;
         if (!rc)
-            rc = io_full(c->fd, c->srv->stopfd, mem, size, 1, h->io_timeout_ms);
+            rc = io_full_g(c->fd, c->srv->stopfd, mem, size, 1, h->io_timeout_ms, &g);
         h->unpin(h->arg, pin);
     }
     return rc;

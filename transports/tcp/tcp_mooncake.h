@@ -44,6 +44,11 @@ typedef struct tcp_mc_hooks {
      * one request (overflow-safe); NULL when no single range covers it. */
     void *(*pin)(void *arg, uint64_t addr, uint64_t len);
     void (*unpin)(void *arg, void *pin);
+    /* Around each system call that touches pinned memory (may be NULL):
+     * io_begin returns non-zero when the range was revoked meanwhile (the
+     * request then stops and its connection closes). */
+    int (*io_begin)(void *pin);
+    void (*io_end)(void *pin);
     /* Hand a finished slice back (status and transferred already set). */
     void (*complete)(void *arg, tern_slice *s);
     void (*log)(void *arg, int level, const char *msg);
