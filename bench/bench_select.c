@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "desc.h"
+#include "datapath/route.h"
 #include "topology.h"
 #include "util.h"
 

@@ -1,10 +1,12 @@
-/* core/engine.c: engine lifecycle (create, destroy), logging and the
- * per-engine, per-thread last error.
+/* core/engine.c: an engine is built from its objects and torn down in
+ * reverse; the public calls on memory and segments are forwarded to them
+ * here.  This file only composes: each object owns its state, lock and
+ * file (see core/engine_state.h and docs/architecture.md).
  *
  * Creation order: config -> transports (plugins) -> a topology, endpoint
  * store and address blob per loaded transport -> metadata backend ->
  * handshake daemon (its real port rewrites server_name when it was 0) ->
- * progress threads -> the first published descriptor.  Any failure tears
+ * data path workers -> the first published descriptor.  Any failure tears
  * down what was built, in reverse, and returns NULL with the reason. */
 #include "engine.h"
 
@@ -14,70 +16,13 @@
 #include <string.h>
 
 #include "auth.h"
-#include "topology_load.h"
+#include "datapath/complete.h"
+#include "datapath/dispatch.h"
+#include "engine_error.h"
+#include "engine_handler.h"
+#include "log.h"
+#include "notify.h"
 #include "util.h"
-
-/* ---- logging ------------------------------------------------------------ */
-
-void tern_engine_log(void *arg, int level, const char *fmt, ...)
-{
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    const tern_engine *e = arg;
-    int max = e && e->cfg ? e->cfg->log_level : TERN_LOG_INFO;
-    if (level > max)
-        return;
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    int l = level < 0 ? 0 : level > 3 ? 3 : level;
-    fprintf(stderr, "tern[%s] %s\n", names[l], msg);
-}
-
-/* ---- last error: one buffer per (engine, thread) ---------------------------- */
-
-static tern_errbuf *errbuf_get(const tern_engine *ce, int create)
-{
-    tern_engine *e = (tern_engine *)ce;
-    tern_errbuf *b = pthread_getspecific(e->errkey);
-    if (b || !create)
-        return b;
-    b = calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
-    pthread_mutex_lock(&e->errlock); /* destroy frees every buffer */
-    b->next = e->errbufs;
-    e->errbufs = b;
-    pthread_mutex_unlock(&e->errlock);
-    pthread_setspecific(e->errkey, b);
-    return b;
-}
-
-int tern_engine_fail(const tern_engine *e, int code, const char *fmt, ...)
-{
-    tern_errbuf *b = e ? errbuf_get(e, 1) : NULL;
-    if (!b)
-        return code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-void tern_engine_clear_error(const tern_engine *e)
-{
-    tern_errbuf *b = e ? errbuf_get(e, 0) : NULL;
-    if (b)
-        b->msg[0] = '\0';
-}
-
-TERN_EXPORT const char *tern_engine_last_error(const tern_engine *e)
-{
-    tern_errbuf *b = e ? errbuf_get(e, 0) : NULL;
-    return b ? b->msg : "";
-}
 
 TERN_EXPORT const char *tern_engine_server_name(const tern_engine *e)
 {
@@ -91,59 +36,24 @@ static tern_engine *engine_alloc(void)
     tern_engine *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    if (pthread_key_create(&e->errkey, NULL) != 0) {
+    if (tern_engine_error_init(e) != 0) {
         free(e);
         return NULL;
     }
-    pthread_mutex_init(&e->errlock, NULL);
-    pthread_rwlock_init(&e->memlock, NULL);
-    pthread_mutex_init(&e->seglock, NULL);
-    pthread_mutex_init(&e->notelock, NULL);
+    tern_memory_init(&e->mem);
+    tern_segments_init(&e->segs);
+    e->notes = tern_notes_create();
+    if (!e->notes) {
+        tern_engine_error_fini(e);
+        free(e);
+        return NULL;
+    }
     return e;
-}
-
-/* Slice size: the plugin's setting, else the transport's default, else the
- * engine's slice_size. */
-static uint64_t xport_slice_size(const tern_engine *e, const tern_plugin *p)
-{
-    if (p->slice_size)
-        return p->slice_size;
-    if (p->ops->default_slice_size)
-        return p->ops->default_slice_size;
-    return e->cfg->slice_size ? e->cfg->slice_size : 65536;
-}
-
-static int xport_topology(tern_engine *e, tern_xport *x, char *err, size_t errlen)
-{
-    return tern_topology_load(e->cfg, x->pl->devices, x->pl->ndevices, &x->topo, err, errlen);
-}
-
-static int xport_init(tern_engine *e, tern_xport *x, tern_plugin *p, char *err, size_t errlen)
-{
-    x->eng = e;
-    x->pl = p;
-    x->ops = p->ops;
-    x->slice_size = xport_slice_size(e, p);
-    pthread_mutex_init(&x->conn_lock, NULL);
-    pthread_cond_init(&x->conn_cond, NULL);
-    int rc = xport_topology(e, x, err, errlen);
-    if (rc)
-        return rc;
-    x->eps = tern_epstore_create(e->cfg->endpoint_cache ? e->cfg->endpoint_cache : 256,
-                                 e->cfg->eviction, tern_endpoint_close_cb, x);
-    x->blob = tern_desc_new();
-    if (!x->eps || !x->blob)
-        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
-    rc = p->ops->segment_describe(p->ctx, x->blob);
-    if (rc)
-        return tern_errf(err, errlen, rc, "transport %s: segment_describe failed: %s", p->name,
-                         tern_strerror(rc));
-    return 0;
 }
 
 static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
 {
-    int rc = tern_plugins_load(e->cfg, tern_engine_log, e, &e->plugins, err, errlen);
+    int rc = tern_plugins_load(e->cfg, tern_log, (void *)e->cfg, &e->plugins, err, errlen);
     if (rc)
         return rc;
     tern_plugins_set_completion(&e->plugins, tern_slice_complete);
@@ -154,14 +64,25 @@ static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
         if (e->nxports == TERN_DESC_MAX_TRANSPORTS)
             return tern_errf(err, errlen, TERN_ERR_CONFIG, "more than %d transports loaded",
                              TERN_DESC_MAX_TRANSPORTS);
-        tern_xport *x = &e->xports[e->nxports++];
-        rc = xport_init(e, x, p, err, errlen);
+        tern_xport *x = &e->xports[e->nxports];
+        rc = tern_xport_init(x, e, (int)e->nxports, e->cfg, p, err, errlen);
+        e->nxports++;
         if (rc)
             return rc;
     }
     if (!e->nxports)
         return tern_errf(err, errlen, TERN_ERR_PLUGIN, "no transport loaded");
     return 0;
+}
+
+/* The daemon logs with the engine as its argument. */
+static void engine_hs_log(void *arg, int level, const char *fmt, ...)
+{
+    const tern_engine *e = arg;
+    va_list ap;
+    va_start(ap, fmt);
+    tern_logv(e->cfg, level, fmt, ap);
+    va_end(ap);
 }
 
 /* Start the handshake daemon on server_name's host and port; port 0 is
@@ -177,7 +98,7 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
     tern_hs_options o = {
         .bind_host = host, .port = port, .max_frame = e->cfg->handshake_max_frame,
         .io_timeout_ms = e->cfg->io_timeout_ms, .max_connections = 1024,
-        .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = tern_engine_log};
+        .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = engine_hs_log};
     rc = tern_hs_server_start(&o, &e->hs, err, errlen);
     if (rc)
         return rc;
@@ -202,13 +123,13 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
         tern_metadata_set_auth(e->md, e->auth);
     if (!rc)
         rc = engine_start_daemon(e, err, errlen);
-    for (size_t i = 0; !rc && i < e->nxports; i++)
-        rc = tern_progress_start(&e->xports[i], err, errlen);
     if (!rc) {
-        pthread_rwlock_wrlock(&e->memlock);
-        rc = tern_engine_publish_locked(e, err, errlen);
-        pthread_rwlock_unlock(&e->memlock);
+        tern_memory_bind(&e->mem, e->xports, e->nxports, e->md, e->server_name);
+        tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg);
+        rc = tern_dp_start(e, err, errlen);
     }
+    if (!rc)
+        rc = tern_memory_publish(&e->mem, err, errlen);
     return rc;
 }
 
@@ -231,7 +152,7 @@ static tern_engine *engine_create(tern_config *cfg, int rc, char *err, size_t er
         tern_engine_destroy(e);
         return NULL;
     }
-    tern_engine_log(e, TERN_LOG_INFO, "engine %s up: %zu transport(s), metadata %s",
+    tern_log(e->cfg, TERN_LOG_INFO, "engine %s up: %zu transport(s), metadata %s",
                     e->server_name, e->nxports, tern_metadata_backend(e->md));
     return e;
 }
@@ -267,24 +188,13 @@ TERN_EXPORT tern_engine *tern_engine_create_from_yaml(const char *yaml, const ch
 
 /* ---- destruction ------------------------------------------------------------ */
 
-static void xport_fini(tern_xport *x)
-{
-    if (x->eps)
-        tern_epstore_destroy(x->eps); /* closes every endpoint */
-    if (x->topo)
-        tern_topology_free(x->topo);
-    tern_desc_free(x->blob);
-    pthread_mutex_destroy(&x->conn_lock);
-    pthread_cond_destroy(&x->conn_cond);
-}
-
 static void engine_unpublish(tern_engine *e)
 {
-    if (!e->md || !e->local_json)
+    if (!e->md || !tern_memory_published(&e->mem))
         return;
     char msg[512];
     if (tern_metadata_unpublish(e->md, e->server_name, msg, sizeof msg) != 0)
-        tern_engine_log(e, TERN_LOG_WARN, "unpublish %s: %s", e->server_name, msg);
+        tern_log(e->cfg, TERN_LOG_WARN, "unpublish %s: %s", e->server_name, msg);
 }
 
 TERN_EXPORT void tern_engine_destroy(tern_engine *e)
@@ -294,27 +204,96 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     atomic_store(&e->stopping, 1);
     if (e->hs)
         tern_hs_server_stop(e->hs); /* no handler runs after this */
+    tern_dp_stop(e);                /* no worker, no poller */
     for (size_t i = 0; i < e->nxports; i++)
-        tern_progress_stop(&e->xports[i]);
-    for (size_t i = 0; i < e->nxports; i++)
-        xport_fini(&e->xports[i]);
+        tern_xport_fini(&e->xports[i]); /* closes endpoints: late completions fail */
+    tern_dp_free(e);
     engine_unpublish(e); /* a clean shutdown removes our key */
-    tern_engine_memory_free(e); /* deregisters from every transport */
+    tern_memory_fini(&e->mem); /* deregisters from every transport */
     if (e->md)
         tern_metadata_close(e->md);
-    tern_engine_segments_free(e);
-    tern_engine_notes_free(e);
+    tern_segments_fini(&e->segs);
+    tern_notes_free(e->notes);
     tern_plugins_unload(&e->plugins);
     tern_config_free(e->cfg);
     tern_auth_free(e->auth);
-    pthread_key_delete(e->errkey);
-    for (tern_errbuf *b = e->errbufs, *n; b; b = n) {
-        n = b->next;
-        free(b);
-    }
-    pthread_mutex_destroy(&e->errlock);
-    pthread_rwlock_destroy(&e->memlock);
-    pthread_mutex_destroy(&e->seglock);
-    pthread_mutex_destroy(&e->notelock);
+    tern_engine_error_fini(e);
     free(e);
+}
+
+/* ---- memory and segments: forwarded to their objects ------------------------- */
+
+TERN_EXPORT int tern_register_memory(tern_engine *e, void *addr, size_t len,
+                                     const char *location)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_memory_register(&e->mem, addr, len, location, msg, sizeof msg);
+    if (rc)
+        return tern_engine_fail(e, rc, "%s", msg);
+    tern_engine_clear_error(e);
+    return 0;
+}
+
+TERN_EXPORT int tern_unregister_memory(tern_engine *e, void *addr)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_memory_unregister(&e->mem, addr, msg, sizeof msg);
+    return rc ? tern_engine_fail(e, rc, "%s", msg) : 0;
+}
+
+TERN_EXPORT tern_segment_id tern_segment_open(tern_engine *e, const char *name)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    tern_segment_id id = tern_segments_open(&e->segs, name, msg, sizeof msg);
+    if (id < 0)
+        return tern_engine_fail(e, id, "%s", msg);
+    tern_engine_clear_error(e);
+    return id;
+}
+
+TERN_EXPORT int tern_segment_close(tern_engine *e, tern_segment_id id)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_segments_close(&e->segs, id, msg, sizeof msg);
+    return rc ? tern_engine_fail(e, rc, "%s", msg) : 0;
+}
+
+TERN_EXPORT int tern_segment_descriptor(tern_engine *e, tern_segment_id id, char **json_out)
+{
+    if (!e || !json_out)
+        return e ? tern_engine_fail(e, TERN_ERR_INVAL, "segment_descriptor: json_out is NULL")
+                 : TERN_ERR_INVAL;
+    *json_out = NULL;
+    if (id == TERN_LOCAL_SEGMENT) {
+        *json_out = tern_memory_json(&e->mem);
+    } else {
+        tern_segment *s = tern_segments_get(&e->segs, id);
+        if (!s)
+            return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
+                                    "segment_descriptor: no open segment %d", (int)id);
+        *json_out = tern_segments_json(s);
+    }
+    return *json_out ? 0 : tern_engine_fail(e, TERN_ERR_NOT_FOUND, "no descriptor");
+}
+
+TERN_EXPORT int tern_segment_transport(tern_engine *e, tern_segment_id id, char *name,
+                                       size_t namelen)
+{
+    if (!e || !name || !namelen)
+        return e ? tern_engine_fail(e, TERN_ERR_INVAL, "segment_transport: no output buffer")
+                 : TERN_ERR_INVAL;
+    tern_segment *s = tern_segments_get(&e->segs, id);
+    if (!s)
+        return tern_engine_fail(e, TERN_ERR_NOT_FOUND, "segment_transport: no open segment %d",
+                                (int)id);
+    tern_strlcpy(name, tern_segments_transport(&e->segs, s), namelen);
+    return 0;
 }

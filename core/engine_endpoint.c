@@ -26,7 +26,7 @@
  * handshake.  A passive handler replaces an existing endpoint for its key
  * (the peer reconnecting after a failure) only once the segment the frame
  * names confirmed sending it (peer_check.h), and logs the replacement. */
-#include "engine.h"
+#include "engine_endpoint.h"
 #include "mooncake_compat.h"
 
 #include <errno.h>
@@ -37,15 +37,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "peer_check.h"
 #include "util.h"
-
-void tern_endpoint_close_cb(void *arg, void *ep)
-{
-    tern_xport *x = arg;
-    if (ep)
-        x->ops->ep_close(ep);
-}
 
 static const char *nic_of(const char *nic_path)
 {
@@ -208,7 +202,7 @@ static int active_connect(active_ctx *a, void *ep)
     if (!(x->ops->caps & TERN_CAP_HANDSHAKE)) {
         int rc = x->ops->ep_connect(ep, NULL, msg, sizeof msg);
         return rc ? tern_errf(a->err, a->errlen, rc, "%s: connecting to %s failed: %s",
-                              x->pl->name, a->path->peer_nic_path, msg)
+                              x->pl->name, a->path->peer_nic_path, tern_xport_msg(x, msg))
                   : 0;
     }
     tern_handshake_desc hd;
@@ -224,7 +218,7 @@ static int active_connect(active_ctx *a, void *ep)
         rc = x->ops->ep_connect(ep, hd.fields, msg, sizeof msg);
         if (rc)
             tern_errf(a->err, a->errlen, rc, "%s: connecting to %s failed: %s", x->pl->name,
-                      a->path->peer_nic_path, msg);
+                      a->path->peer_nic_path, tern_xport_msg(x, msg));
     }
     tern_handshake_desc_clear(&hd);
     return rc;
@@ -264,7 +258,7 @@ static int active_open(active_ctx *a, void **ep, tern_ep_ref **ref)
     tern_desc_free(empty);
     if (rc)
         return tern_errf(a->err, a->errlen, rc, "%s: opening an endpoint to %s failed: %s",
-                         x->pl->name, a->path->peer_nic_path, msg);
+                         x->pl->name, a->path->peer_nic_path, tern_xport_msg(x, msg));
     rc = active_connect(a, newep);
     if (rc) {
         x->ops->ep_close(newep);
@@ -300,6 +294,14 @@ static void connecting_finish(tern_xport *x, tern_connecting *c, int rc, const c
     pthread_cond_broadcast(&x->conn_cond);
     if (c->waiters == 0)
         free(c);
+}
+
+int tern_endpoint_cached(tern_xport *x, const tern_path *path, void **ep, tern_ep_ref **ref)
+{
+    char key[400];
+    tern_epstore_key(key, sizeof key, nic_of(path->local_nic_path), path->peer_nic_path);
+    *ref = tern_epstore_get(x->eps, key, ep);
+    return *ref ? 0 : 1;
 }
 
 int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, void **ep,
@@ -364,23 +366,7 @@ static int device_index(const tern_xport *x, const char *name)
 /* The peer's segment blob if we have its segment open, else an empty one. */
 static tern_desc *peer_blob(tern_engine *e, const tern_xport *x, const char *peer_name)
 {
-    tern_desc *copy = NULL;
-    pthread_mutex_lock(&e->seglock);
-    for (int i = 0; i < TERN_MAX_SEGMENTS && !copy; i++) {
-        tern_segment *s = e->segs[i];
-        if (!s || !s->used || strcmp(s->name, peer_name) != 0)
-            continue;
-        pthread_rwlock_rdlock(&s->lock);
-        const tern_seg_transport *st = s->desc ? tern_segment_find_transport(s->desc,
-                                                                             x->pl->name)
-                                               : NULL;
-        json_object *o = NULL;
-        if (st && st->addr && json_object_deep_copy((json_object *)st->addr, &o, NULL) == 0)
-            copy = (tern_desc *)o;
-        pthread_rwlock_unlock(&s->lock);
-    }
-    pthread_mutex_unlock(&e->seglock);
-    return copy ? copy : tern_desc_new();
+    return tern_segments_peer_blob(&e->segs, peer_name, x->pl->name);
 }
 
 typedef struct passive_ctx {
@@ -432,7 +418,7 @@ static void passive_insert(passive_ctx *p, void *ep)
     tern_connecting *c = connecting_find(x, p->key);
     if (c) {
         c->yielded = 1;
-        tern_engine_log(p->e, TERN_LOG_DEBUG, "simultaneous open with %s: yielded",
+        tern_log(p->e->cfg, TERN_LOG_DEBUG, "simultaneous open with %s: yielded",
                         p->hd->local_nic_path);
     }
     pthread_cond_broadcast(&x->conn_cond);
@@ -474,7 +460,7 @@ static char *passive_run(passive_ctx *p)
         *at = '\0';
     tern_epstore_key(p->key, sizeof p->key, dev, p->hd->local_nic_path);
     if (passive_keeps_out(p)) {
-        tern_engine_log(p->e, TERN_LOG_DEBUG, "simultaneous open with %s: keeping the active role",
+        tern_log(p->e->cfg, TERN_LOG_DEBUG, "simultaneous open with %s: keeping the active role",
                         p->hd->local_nic_path);
         return refusal("simultaneous open: %s keeps the active role towards %s", p->my_nic,
                        p->hd->local_nic_path);

@@ -1,17 +1,18 @@
-/* core/engine_handler.c: what our handshake daemon answers, and the
- * application's notification queue.
+/* core/engine_handler.c: what our handshake daemon answers.
  *
  *   Connection -> the passive side of an endpoint (engine_endpoint.c)
  *   Metadata   -> our segment descriptor (the p2p backend)
- *   Notify     -> {from, name, msg} onto a bounded queue (oldest dropped)
+ *   Notify     -> {from, name, msg} onto the notification queue (notify.c)
  *   Probe      -> {"ok":true,"name":<server name>}
  * Handlers run on the daemon's threads, concurrently. */
-#include "engine.h"
+#include "engine_handler.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_endpoint.h"
+#include "notify.h"
 #include "peer_check.h"
 #include "util.h"
 
@@ -34,9 +35,7 @@ static char *metadata_reply(tern_engine *e)
     char *json = tern_metadata_local_json(e->md);
     if (json)
         return json;
-    pthread_rwlock_rdlock(&e->memlock);
-    json = tern_strdup(e->local_json);
-    pthread_rwlock_unlock(&e->memlock);
+    json = tern_memory_json(&e->mem);
     return json ? json : error_reply("no segment descriptor published yet");
 }
 
@@ -49,27 +48,7 @@ static char *probe_reply(tern_engine *e)
     return json_dup(o);
 }
 
-/* ---- notifications in ------------------------------------------------------ */
-
-static void notes_push(tern_engine *e, const char *from, const char *name, const char *msg)
-{
-    char *copy = tern_strdup(msg);
-    if (!copy)
-        return;
-    pthread_mutex_lock(&e->notelock);
-    if (e->note_count == TERN_NOTIFY_QUEUE) { /* full: drop the oldest */
-        free(e->notes[e->note_head].msg);
-        e->note_head = (e->note_head + 1) % TERN_NOTIFY_QUEUE;
-        e->note_count--;
-        e->notes_dropped++;
-    }
-    tern_notification *n = &e->notes[(e->note_head + e->note_count) % TERN_NOTIFY_QUEUE];
-    tern_strlcpy(n->from, from, sizeof n->from);
-    tern_strlcpy(n->name, name, sizeof n->name);
-    n->msg = copy;
-    e->note_count++;
-    pthread_mutex_unlock(&e->notelock);
-}
+/* ---- notifications in (queued by notify.c) ----------------------------------- */
 
 static const char *str_member(json_object *o, const char *key)
 {
@@ -100,7 +79,7 @@ static char *notify_reply(tern_engine *e, const char *json, size_t len, int *rc)
         reply = error_reply("notify: expected {\"from\", \"name\", \"msg\"} or {\"name\", "
                             "\"notify_msg\"} strings, msg at most 4096 bytes");
     } else {
-        notes_push(e, from, name, msg);
+        tern_notes_push(e->notes, from, name, msg);
         json_object *ok = json_object_new_object();
         json_object_object_add(ok, "ok", json_object_new_boolean(1));
         json_object_object_add(ok, "name", json_object_new_string(""));  /* Mooncake's reply */
@@ -109,37 +88,6 @@ static char *notify_reply(tern_engine *e, const char *json, size_t len, int *rc)
     }
     json_object_put(o);
     return reply;
-}
-
-TERN_EXPORT int tern_notify_recv(tern_engine *e, char *from, size_t fromlen, char *name,
-                                 size_t namelen, char *msg, size_t msglen)
-{
-    if (!e)
-        return TERN_ERR_INVAL;
-    pthread_mutex_lock(&e->notelock);
-    if (!e->note_count) {
-        pthread_mutex_unlock(&e->notelock);
-        return 0;
-    }
-    tern_notification n = e->notes[e->note_head];
-    e->note_head = (e->note_head + 1) % TERN_NOTIFY_QUEUE;
-    e->note_count--;
-    pthread_mutex_unlock(&e->notelock);
-    if (from && fromlen)
-        tern_strlcpy(from, n.from, fromlen);
-    if (name && namelen)
-        tern_strlcpy(name, n.name, namelen);
-    if (msg && msglen)
-        tern_strlcpy(msg, n.msg, msglen);
-    free(n.msg);
-    return 1;
-}
-
-void tern_engine_notes_free(tern_engine *e)
-{
-    for (size_t i = 0; i < e->note_count; i++)
-        free(e->notes[(e->note_head + i) % TERN_NOTIFY_QUEUE].msg);
-    e->note_count = 0;
 }
 
 /* ---- the daemon's handler ------------------------------------------------------ */

@@ -47,6 +47,7 @@ struct tern_epstore {
     size_t mask;
     ep_entry *head, *tail, *hand;    /* head = newest; the hand walks tail -> head */
     ep_entry *detached;
+    ep_entry *doomed;                /* released last by release_deferred (dlock) */
     size_t size, capacity;
     int policy;
     tern_ep_close_fn close_fn;
@@ -281,6 +282,43 @@ void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref)
     ep_close(s, e);
 }
 
+int tern_epstore_release_deferred(tern_epstore *s, tern_ep_ref *ref)
+{
+    ep_entry *e = (ep_entry *)ref;
+    if (!s || !e)
+        return 0;
+    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+        return 0;
+    pthread_mutex_lock(&s->dlock);
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        s->detached = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    e->newer = NULL;
+    e->older = s->doomed;
+    s->doomed = e;
+    pthread_mutex_unlock(&s->dlock);
+    return 1;
+}
+
+size_t tern_epstore_reap(tern_epstore *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->dlock);
+    ep_entry *e = s->doomed;
+    s->doomed = NULL;
+    pthread_mutex_unlock(&s->dlock);
+    size_t n = 0;
+    for (ep_entry *next; e; e = next, n++) {
+        next = e->older;
+        ep_close(s, e);
+    }
+    return n;
+}
+
 void tern_epstore_remove(tern_epstore *s, const char *key)
 {
     if (!s || !ep_key_ok(key))
@@ -349,6 +387,7 @@ void tern_epstore_destroy(tern_epstore *s)
         ep_close(s, e);
         e = next;
     }
+    tern_epstore_reap(s);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->dlock);
     free(s->buckets);

@@ -1,5 +1,5 @@
 /* core/epstore.h: the endpoint cache keyed by (local device, peer NIC path).
- * Owner: epstore.c.  Bounded capacity with SIEVE eviction (FIFO selectable).
+ * Bounded capacity with SIEVE eviction (FIFO selectable).
  * Entries are reference counted: an evicted or removed endpoint is closed
  * (close callback) only when its last user releases it.  Thread-safe. */
 #ifndef TERN_CORE_EPSTORE_H
@@ -32,6 +32,13 @@ tern_ep_ref *tern_epstore_get(tern_epstore *s, const char *key, void **ep);
 int tern_epstore_insert(tern_epstore *s, const char *key, void *ep_in, void **ep,
                         tern_ep_ref **ref);
 void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref);
+/* Release without closing on this thread: when it was the last reference
+ * of a removed endpoint, the endpoint waits for tern_epstore_reap()
+ * (returns 1 then).  For threads that must not call ep_close, e.g. a
+ * transport's own thread inside complete(). */
+int tern_epstore_release_deferred(tern_epstore *s, tern_ep_ref *ref);
+/* Close the endpoints release_deferred left; returns how many. */
+size_t tern_epstore_reap(tern_epstore *s);
 /* Drop the key (e.g. after an endpoint failed); closed when unreferenced. */
 void tern_epstore_remove(tern_epstore *s, const char *key);
 

@@ -1,8 +1,8 @@
-/* core/negotiate.c: transport negotiation (SPEC.md section 9), a pure
+/* core/negotiate.c: transport negotiation (docs/architecture.md), a pure
  * function: the first transport in OUR preference order that loaded here
  * and that the peer also speaks.  An RDMA host and an EFA host share no
  * RDMA fabric, so they meet on TCP when both list it. */
-#include "engine.h"
+#include "negotiate.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "auth.h"
-#include "engine.h"
+#include "engine_state.h"
 #include "handshake.h"
+#include "log.h"
 #include "util.h"
 
 static int sha256(const char *json, size_t len, uint8_t out[TERN_PEER_CHECK_DIGEST])
@@ -110,7 +111,7 @@ static void note_replace(tern_engine *e, tern_xport *x, const tern_handshake_des
     if (!ref)
         return;
     tern_epstore_release(x->eps, ref);
-    tern_engine_log(e, TERN_LOG_INFO,
+    tern_log(e->cfg, TERN_LOG_INFO,
                     "%s: %s reconnected (confirmed by its daemon): its new endpoint replaces "
                     "the one we had", x->pl->name, hd->local_nic_path);
 }
@@ -139,7 +140,7 @@ int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handsha
     int rc = confirm_call(e, server, req, msg, msglen);
     free(req);
     if (rc) {
-        tern_engine_log(e, TERN_LOG_DEBUG, "%s", msg);
+        tern_log(e->cfg, TERN_LOG_DEBUG, "%s", msg);
         return rc;
     }
     note_replace(e, x, hd, mydev);

@@ -114,6 +114,17 @@ static void stderr_log(void *arg, int level, const char *fmt, ...)
     fprintf(stderr, "tern: %s: %s\n", level_name(level), buf);
 }
 
+/* A plugin's message without its own leading "<name>: ", so that the
+ * core's prefix shows the name once. */
+static const char *own_text(const char *name, const char *msg)
+{
+    size_t n = strlen(name);
+    if (n && strncmp(msg, name, n) == 0 && msg[n] == ':')
+        for (msg += n + 1; *msg == ' ';)
+            msg++;
+    return msg;
+}
+
 /* ---- host services ------------------------------------------------------------ */
 
 #define HOST(h) ((struct tern_plugin_host *)(h))
@@ -126,10 +137,11 @@ static void host_log(void *host, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    const char *text = own_text(h->name, buf);
     if (h->log)
-        h->log(h->log_arg, level, "%s: %s", h->name, buf);
+        h->log(h->log_arg, level, "%s: %s", h->name, text);
     else
-        stderr_log(&h->log_level, level, "%s: %s", h->name, buf);
+        stderr_log(&h->log_level, level, "%s: %s", h->name, text);
 }
 
 static const tern_cfg_kv *host_kv(const struct tern_plugin_host *h, const char *key)
@@ -681,7 +693,7 @@ static tern_load_outcome plugin_init(tern_plugin *p, const tern_config *cfg, siz
         return FAIL(p, nodev ? TERN_LOAD_NO_DEVICE : TERN_LOAD_INIT_FAILED,
                     "transport '%s': %s: %s (%s): %s", p->name, p->path,
                     nodev ? "no usable device" : "init failed", tern_strerror(rc),
-                    msg[0] ? msg : "(the plugin gave no message)");
+                    msg[0] ? own_text(p->name, msg) : "(the plugin gave no message)");
     }
     tern_load_outcome o = plugin_devices(p);
     if (o != TERN_LOAD_OK) {

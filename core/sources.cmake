@@ -1,28 +1,39 @@
-# The core's sources: one file per concern, each listed here.  Included by
-# core/CMakeLists.txt (libtern.so and the internal archive for tests) and by
-# fuzz/CMakeLists.txt (the same sources with coverage instrumentation).
+# The core's sources: one file per object, the data path in datapath/ (see
+# docs/architecture.md), each listed here.  Included by core/CMakeLists.txt
+# (libtern.so and the internal archive for tests) and by fuzz/CMakeLists.txt
+# (the same sources with coverage instrumentation).
 set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/auth.c
-  ${CMAKE_CURRENT_LIST_DIR}/batch.c
-  ${CMAKE_CURRENT_LIST_DIR}/batch_progress.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
   ${CMAKE_CURRENT_LIST_DIR}/engine.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_endpoint.c
+  ${CMAKE_CURRENT_LIST_DIR}/engine_error.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_handler.c
-  ${CMAKE_CURRENT_LIST_DIR}/engine_memory.c
-  ${CMAKE_CURRENT_LIST_DIR}/engine_segment.c
   ${CMAKE_CURRENT_LIST_DIR}/epstore.c
   ${CMAKE_CURRENT_LIST_DIR}/errors.c
   ${CMAKE_CURRENT_LIST_DIR}/fileio.c
   ${CMAKE_CURRENT_LIST_DIR}/handshake.c
+  ${CMAKE_CURRENT_LIST_DIR}/log.c
+  ${CMAKE_CURRENT_LIST_DIR}/memory.c
   ${CMAKE_CURRENT_LIST_DIR}/metadata.c
   ${CMAKE_CURRENT_LIST_DIR}/mooncake_compat.c
   ${CMAKE_CURRENT_LIST_DIR}/negotiate.c
+  ${CMAKE_CURRENT_LIST_DIR}/notify.c
   ${CMAKE_CURRENT_LIST_DIR}/peer_check.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin.c
+  ${CMAKE_CURRENT_LIST_DIR}/segments.c
   ${CMAKE_CURRENT_LIST_DIR}/topology.c
   ${CMAKE_CURRENT_LIST_DIR}/topology_load.c
   ${CMAKE_CURRENT_LIST_DIR}/util.c
+  ${CMAKE_CURRENT_LIST_DIR}/xport.c
+  # the data path, one way: batch -> cut -> route -> dispatch -> complete
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/batch.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/cut.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/route.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/dispatch.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/complete.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/queue.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/request.c
   # the configuration: see config/cfg_internal.h
   ${CMAKE_CURRENT_LIST_DIR}/config/yaml_tree.c
   ${CMAKE_CURRENT_LIST_DIR}/config/values.c

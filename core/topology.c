@@ -1,4 +1,4 @@
-/* core/topology.c: NUMA-aware device choice and the two-level path choice.
+/* core/topology.c: NUMA-aware device choice (docs/architecture.md, Topology).
  *
  * A topology is built once (sysfs discovery or a JSON matrix) and is
  * immutable afterwards, so tern_topology_select() reads it without a lock.
@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "desc.h"
 #include "fileio.h"
 #include "util.h"
 
@@ -630,105 +629,4 @@ void tern_memory_location(const void *addr, char *out, size_t outlen)
     int status = -1;
     if (numa_move_pages(0, 1, &page, NULL, &status, 0) == 0 && status >= 0)
         snprintf(out, outlen, "cpu:%d", status);
-}
-
-/* ---- two-level path choice --------------------------------------------- */
-
-/* The index of topology device d in the segment's device list for this
- * transport (keys are indexed by it).  Resolved by name, so a topology
- * whose indices follow another order (a JSON matrix) still gets the right
- * key; without a device list the topology's index is used. */
-static int path_dev_index(const tern_topology *topo, int d, const tern_seg_transport *st,
-                          const char *seg, const char *side, char *err, size_t errlen)
-{
-    if (!st || st->ndevices == 0)
-        return d;
-    const char *name = topo->names[d];
-    if ((size_t)d < st->ndevices && strcmp(st->devices[d].name, name) == 0)
-        return d;  /* the usual case: the same order */
-    for (size_t i = 0; i < st->ndevices; i++)
-        if (strcmp(st->devices[i].name, name) == 0)
-            return (int)i;
-    return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
-                     "%s device '%s' chosen by the topology is not in the '%s' device list "
-                     "of segment '%s' (%zu devices): the descriptor and topology disagree",
-                     side, name, st->name, seg, st->ndevices);
-}
-
-/* One side: buffer -> location -> device -> key. */
-static int path_side(const tern_segment_desc *seg, tern_topology *topo, const char *transport,
-                     uint64_t addr, uint64_t len, int retry, const char *side,
-                     int *dev_out, const char **name_out, uint64_t *key_out, int remote,
-                     char *err, size_t errlen)
-{
-    const tern_buffer_desc *b = tern_segment_find_buffer(seg, addr, len);
-    if (!b)
-        return tern_errf(err, errlen, TERN_ERR_RANGE,
-                         "%s address 0x%llx (+%llu bytes) is not inside any buffer of segment "
-                         "'%s' (%zu buffers)%s", side, (unsigned long long)addr,
-                         (unsigned long long)len, seg->name, seg->nbuffers,
-                         remote ? ": stale descriptor? refetch it" : ": register it first");
-    const tern_seg_transport *st = tern_segment_find_transport(seg, transport);
-    if (!topo && st)
-        topo = st->topology;
-    if (!topo)
-        return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
-                         "%s segment '%s' has no topology for transport '%s'", side, seg->name,
-                         transport);
-    int d = tern_topology_select(topo, b->location, retry, NULL);
-    if (d < 0)
-        return tern_errf(err, errlen, d,
-                         "%s segment '%s': no usable '%s' device for location '%s' "
-                         "(all marked down?)", side, seg->name, transport, b->location);
-    int idx = path_dev_index(topo, d, st, seg->name, side, err, errlen);
-    if (idx < 0)
-        return idx;
-    const tern_buffer_keys *k = tern_buffer_find_keys(b, transport);
-    if (!k)
-        return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
-                         "%s buffer 0x%llx of segment '%s' has no keys for transport '%s'",
-                         side, (unsigned long long)b->addr, seg->name, transport);
-    if (idx >= k->ndev || idx >= TERN_MAX_DEVICES)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
-                         "%s buffer 0x%llx of segment '%s' has %d '%s' keys; device '%s' "
-                         "needs index %d", side, (unsigned long long)b->addr, seg->name,
-                         k->ndev, transport, topo->names[d], idx);
-    *dev_out = idx;
-    *name_out = topo->names[d];
-    *key_out = remote ? k->rkey[idx] : k->lkey[idx];
-    return 0;
-}
-
-/* "server@nic": memcpy, as snprintf costs more than the rest of the choice. */
-static void path_join(char *out, size_t outlen, const char *server, const char *nic)
-{
-    size_t a = strlen(server), b = strlen(nic);
-    if (a + 1 + b >= outlen) { /* not with the descriptor's sizes; truncate */
-        snprintf(out, outlen, "%s@%s", server, nic);
-        return;
-    }
-    memcpy(out, server, a);
-    out[a] = '@';
-    memcpy(out + a + 1, nic, b + 1);
-}
-
-int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local_topo,
-                     const struct tern_segment_desc *peer, tern_topology *peer_topo,
-                     const char *transport, uint64_t local_addr, uint64_t remote_addr,
-                     uint64_t len, int retry, tern_path *out, char *err, size_t errlen)
-{
-    if (!local || !peer || !transport || !out)
-        return tern_errf(err, errlen, TERN_ERR_INVAL,
-                         "path choice: missing local/peer descriptor, transport or output");
-    const char *lname, *pname;
-    int rc = path_side(local, local_topo, transport, local_addr, len, retry, "local",
-                       &out->local_dev, &lname, &out->lkey, 0, err, errlen);
-    if (rc == 0)
-        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, "peer",
-                       &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
-    if (rc)
-        return rc;
-    path_join(out->local_nic_path, sizeof(out->local_nic_path), local->name, lname);
-    path_join(out->peer_nic_path, sizeof(out->peer_nic_path), peer->name, pname);
-    return 0;
 }

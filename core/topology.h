@@ -1,5 +1,5 @@
-/* core/topology.h: NUMA-aware device choice (SPEC.md section 3).
- * Owner: topology.c.  A matrix maps a location ("cpu:0") to two ordered
+/* core/topology.h: NUMA-aware device choice (docs/architecture.md).
+ * A matrix maps a location ("cpu:0") to two ordered
  * lists of device names: preferred (same NUMA node) and available (the
  * rest), plus the wildcard "*" (all devices).  JSON form:
  *   {"cpu:0": [["mlx5_0","mlx5_1"], ["mlx5_2"]], "*": [[...], []]} */
@@ -54,17 +54,9 @@ void tern_topology_mark_down(tern_topology *t, int dev, int down);
  * NUMA support). */
 void tern_memory_location(const void *addr, char *out, size_t outlen);
 
-/* Two-level path choice for one slice (seed 001), used by every transport:
- * the local buffer's location + local topology -> local device; the peer
- * buffer's location + the peer's published topology -> peer device, its
- * rkey, and the peer NIC path "peer_name@device".
- * A NULL topology means the descriptor's own ("priority_matrix" of that
- * transport).  local_dev/peer_dev index the descriptor's device list for
- * `transport` (resolved by name, so a matrix in another order still gets
- * the right key).  Errors: TERN_ERR_RANGE when no buffer covers the range
- * (a stale peer descriptor: refetch once), TERN_ERR_NOT_FOUND for no keys
- * or no device up, TERN_ERR_PROTOCOL when keys and devices disagree. */
-struct tern_segment_desc;
+/* A path for one slice: local device, peer device, their keys and NIC
+ * paths ("host:port@device").  Chosen by datapath/route.c; the indices are
+ * those of the descriptors' device lists for the transport. */
 typedef struct tern_path {
     int local_dev;
     int peer_dev;
@@ -72,10 +64,6 @@ typedef struct tern_path {
     char peer_nic_path[320];
     char local_nic_path[320];
 } tern_path;
-int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local_topo,
-                     const struct tern_segment_desc *peer, tern_topology *peer_topo,
-                     const char *transport, uint64_t local_addr, uint64_t remote_addr,
-                     uint64_t len, int retry, tern_path *out, char *err, size_t errlen);
 
 /* ---- appended by topology.c's owner ---- */
 /* Reseed the random pick (tests and benchmarks make it repeatable). */

@@ -45,7 +45,7 @@ meta-abi-major-newer-accepted | - | \(m->abi_major \K!=(?= TERN_METASTORE_ABI_MA
 hs-no-frame-cap | quick | if \(n == 0\K \|\| n > max_frame(?=\)) | || 0 | test_hostile | hostile/handshake_length_far_over_the_limit
 hs-slow-clients-never-expire | - | if \(\Kc->deadline_ms <= now(?=\)) | 0 | test_hostile | hostile/handshake_slowloris_one_byte_per_second
 # -- endpoints: fail-over, one connect per key, simultaneous open
-failover-marks-wrong-device | quick | tern_topology_mark_down\(x->topo, \Kcs->local_dev(?=, 1\)) | !cs->local_dev | test_endpoint | endpoint/device_failure_fails_over
+failover-marks-wrong-device | quick | tern_xport_device_failed\(x, \Kcs->local_dev(?=\);) | !cs->local_dev | test_endpoint | endpoint/device_failure_fails_over
 concurrent-misses-not-shared | - | \(\*ref = tern_epstore_get\(x->eps, key, ep\)\) && \(c = \Kconnecting_find\(x, key\)(?=\)\) \{) | NULL | test_endpoint | endpoint/concurrent_misses_connect_once
 simultaneous-open-no-tiebreak | - | int refuse = \Kc && strcmp\(c->local_nic_path, p->hd->local_nic_path\) < 0; | 0; | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
 simultaneous-open-no-replace | - | if \(rc == TERN_ERR_EXISTS && \Ka->c->yielded\) | 0) | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
@@ -60,8 +60,8 @@ desc-refusal-without-message | - | return tern_errf\(err, \Kerrlen(?=, TERN_ERR_
 # -- batches: slicing, retries, late completions, failures reported as such
 slice-tail-rule-dropped | - | remaining <= slice_size\K \+ TERN_TAIL_SLACK | + 0 | test_batch | batch/slicing_and_tail_rule
 slice-crosses-remote-buffer | - | n = n < lrem \? n : lrem;\n    return \Kn < rrem \? n : rrem(?=;) | n | test_batch | batch/request_spans_adjacent_buffers
-retries-none | - | if \(cs->attempt >= \Kcs->b->e->cfg->retries(?=\) \{\n        fail_final) | 0 | test_endpoint | endpoint/connection_failure_rebuilds_endpoint
-late-completion-counted | - | if \(\Kreq_active_locked\(q\)(?=\) \{\n        q->transferred) | 1 | test_batch | batch/timeout_and_free_refused_while_in_flight
+retries-none | - | if \(cs->attempt >= \Ke->cfg->retries(?=\) \{\n        tern_cslice_fail\(cs, code, why\);) | 0 | test_endpoint | endpoint/connection_failure_rebuilds_endpoint
+late-completion-counted | - | if \(\Ktern_req_active_locked\(q\)(?=\) \{\n        q->transferred) | 1 | test_datapath | datapath/timeout_and_free_refused_while_in_flight
 failed-reported-completed | - | tern_req_fail_locked\(b, cs->idx, \KTERN_FAILED(?=, code,) | TERN_COMPLETED | test_faults | faults/peer_killed_at_a_random_point_100_times
 # -- auth: any proof accepted
 auth-any-proof-accepted | quick | return \KCRYPTO_memcmp\(a, b, n\) == 0(?=;) | 1 | test_auth | auth_exchange/wrong_client_proof_is_refused_by_the_daemon

@@ -7,13 +7,8 @@ foreach(t test_shm_integration test_shm_fallback test_shm_transport)
     add_dependencies(${t} tern-test-shm-peer tern_transport_shm tern_transport_tcp)
   endif()
 endforeach()
-# test_shm_fallback needs the core to move a peer to the next common
-# transport on TERN_ERR_UNREACHABLE and to refetch a restarted peer's
-# descriptor; until the core does both it is registered but not run.
-option(TERN_TEST_SHM_FALLBACK "Run test_shm_fallback (needs the core's transport fallback)" OFF)
-if(TEST test_shm_fallback AND NOT TERN_TEST_SHM_FALLBACK)
-  set_tests_properties(test_shm_fallback PROPERTIES DISABLED TRUE)
-endif()
+# test_shm_fallback: the core moves a peer to the next common transport on
+# TERN_ERR_UNREACHABLE and refetches a restarted peer's descriptor.
 
 add_test(NAME test_shm_tern_info
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_shm_tern_info.sh ${PROJECT_SOURCE_DIR}

@@ -1,15 +1,15 @@
 #define _GNU_SOURCE /* engine.h needs pthread_rwlock_t */
 /* Batches: byte-exact WRITE then READ between two engines in one process
  * over the memcpy transport, the cut into slices (tail rule, buffer
- * boundaries), INVALID requests, stale descriptors, retries ending FAILED,
- * timeouts, and free refused while slices are in flight. */
+ * boundaries), INVALID requests, stale descriptors, a refused range
+ * failing at once.  Timeouts with slices in flight: test_datapath.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "batch.h"
+#include "datapath/batch.h"
 #include "engine.h"
 #include "util.h"
 #include "tern/tern.h"
@@ -215,14 +215,17 @@ Test(batch, stale_descriptor_is_refetched)
 }
 
 /* The peer unregistered memory A's (stale) descriptor still lists: the
- * transport refuses every attempt; after `retries` the request FAILS with
- * the transport's reason. */
-Test(batch, retries_then_failed_with_reason)
+ * transport refuses the range; A refetches, the fresh descriptor does not
+ * list it either, so the request FAILS at once (a range error is not
+ * retried) with the transport's reason. */
+Test(batch, range_refused_fails_at_once_with_reason)
 {
     uint8_t *extra = malloc(65536);
     cr_assert_eq(tern_register_memory(B, extra, 65536, NULL), 0);
-    tern_segment *s = tern_engine_segment(A, seg);
-    cr_assert_eq(tern_segment_refetch(A, s, NULL, 0), 0);
+    tern_segment *s = tern_segments_get(&A->segs, seg);
+    uint64_t later = 0;
+    while (tern_segment_refetch(&A->segs, s, 0, &later, NULL, 0) == TERN_REFETCH_LATER)
+        usleep(20000);
     cr_assert_eq(tern_unregister_memory(B, extra), 0);
     tern_batch *b = tern_batch_alloc(A, 1);
     tern_request r = req(TERN_WRITE, la, (uintptr_t)extra, 1000);
@@ -232,71 +235,10 @@ Test(batch, retries_then_failed_with_reason)
     tern_batch_state(b, 0, &st);
     cr_assert_eq(st.status, TERN_FAILED);
     const char *why = tern_batch_error(b, 0);
-    cr_assert(strstr(why, "3 attempt") && strstr(why, "not registered") &&
+    cr_assert(strstr(why, "1 attempt") && strstr(why, "not registered") &&
               strstr(why, "TERN_ERR_RANGE"), "%s", why);
     cr_assert_eq(tern_batch_free(b), 0);
     free(extra);
-}
-
-/* Slices of b still in the engine's hands (the count tern_batch_free reads). */
-static long in_flight(tern_batch *b)
-{
-    pthread_mutex_lock(&b->lock);
-    long n = b->inflight;
-    pthread_mutex_unlock(&b->lock);
-    return n;
-}
-
-/* Progress stopped: completions wait in the transport.  A wait that runs
- * out before the request's own timeout leaves it PENDING; the request's
- * timeout ends it TIMEOUT; the batch cannot be freed while its slice is in
- * flight; and the late completion, once progress resumes, is ignored: the
- * request stays TIMEOUT with nothing transferred. */
-Test(batch, timeout_and_free_refused_while_in_flight)
-{
-    tern_xport *x = &A->xports[0];
-    tern_progress_stop(x);
-    /* The wait's own limit: the request (60 s timeout) is still pending. */
-    tern_batch *w = tern_batch_alloc(A, 1);
-    tern_request r = req(TERN_WRITE, la, (uintptr_t)rb, 4096);
-    r.timeout_ms = 60000;
-    cr_assert_eq(tern_batch_submit(w, &r, 1), 1);
-    cr_assert_eq(tern_batch_wait(w, 20), TERN_ERR_TIMEOUT, "wait itself timed out");
-    tern_request_state st;
-    tern_batch_state(w, 0, &st);
-    cr_assert_eq(st.status, TERN_PENDING, "the wait ran out, not the request (status %d)",
-                 st.status);
-    /* The request's own limit: wait returns long before its 30 s. */
-    tern_batch *b = tern_batch_alloc(A, 2);
-    r.timeout_ms = 100;
-    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
-    uint64_t t0 = tern_now_ms();
-    cr_assert_eq(tern_batch_wait(b, 30000), TERN_ERR_TIMEOUT, "request timed out");
-    cr_assert_lt(tern_now_ms() - t0, 25000, "ended by the request's timeout, not the wait's");
-    tern_batch_state(b, 0, &st);
-    cr_assert_eq(st.status, TERN_TIMEOUT);
-    cr_assert_eq(st.transferred, 0);
-    cr_assert_eq(tern_batch_free(b), TERN_ERR_BUSY);
-    cr_assert(strstr(tern_engine_last_error(A), "in flight"), "%s", tern_engine_last_error(A));
-    cr_assert_eq(in_flight(b), 1);
-    cr_assert_eq(tern_progress_start(x, NULL, 0), 0);
-    /* The late completion comes back (bounded wait for that event)... */
-    for (int i = 0; i < 30000 && in_flight(b) > 0; i++)
-        usleep(1000);
-    cr_assert_eq(in_flight(b), 0, "the late completion never came back");
-    /* ...and is ignored. */
-    tern_batch_state(b, 0, &st);
-    cr_assert_eq(st.status, TERN_TIMEOUT, "a late completion changed the status to %d",
-                 st.status);
-    cr_assert_eq(st.transferred, 0, "a late completion counted %llu bytes",
-                 (unsigned long long)st.transferred);
-    cr_assert(strstr(tern_batch_error(b, 0), "TIMEOUT") || strstr(tern_batch_error(b, 0),
-                                                                  "timed out"),
-              "%s", tern_batch_error(b, 0));
-    cr_assert_eq(tern_batch_free(b), 0, "freed once the late completion came back");
-    /* The first request, still within its timeout, completes normally. */
-    cr_assert_eq(tern_batch_wait(w, 30000), 0, "%s", tern_batch_error(w, 0));
-    cr_assert_eq(tern_batch_free(w), 0);
 }
 
 /* The target engine went away: requests FAIL within bounded time. */

@@ -188,7 +188,7 @@ Test(engine, notify_queue_drops_oldest_when_full)
         snprintf(n, sizeof n, "n%d", i);
         cr_assert_eq(tern_notify_send(a, id, n, "m"), 0);
     }
-    cr_assert_eq(b->notes_dropped, 5);
+    cr_assert_eq(tern_notes_dropped(b->notes), 5);
     char name[32];
     cr_assert_eq(tern_notify_recv(b, NULL, 0, name, sizeof name, NULL, 0), 1);
     cr_assert_str_eq(name, "n5");

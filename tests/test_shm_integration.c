@@ -123,9 +123,11 @@ Test(shm_integration, buffer_unregistered_by_the_peer_is_never_written)
     shm_peer_ask(&p, "UNREG_B", line, sizeof line);
     cr_assert_str_eq(line, "UNREG ok\n");
     for (int op = TERN_READ; op <= TERN_WRITE; op++) {
-        cr_assert_eq(one(e, seg, op, buf, p.b + 4096, 65536, msg, sizeof msg), TERN_FAILED,
-                     "%s of an unregistered buffer did not fail",
-                     op == TERN_READ ? "READ" : "WRITE");
+        /* the first refusal makes the core refetch the descriptor: the
+         * next request is refused against the fresh one (INVALID) */
+        tern_status st = one(e, seg, op, buf, p.b + 4096, 65536, msg, sizeof msg);
+        cr_assert(st == TERN_FAILED || st == TERN_INVALID,
+                  "%s of an unregistered buffer did not fail", op == TERN_READ ? "READ" : "WRITE");
         cr_assert(strstr(msg, "registration"), "the refusal names the registration: %s", msg);
     }
     shm_peer_ask(&p, "CHECK_B", line, sizeof line);

@@ -1,6 +1,6 @@
 /* tests/test_topology.c: discovery on fake sysfs trees, the JSON matrix,
- * select_device's rules (SPEC.md section 3), memory location and the
- * two-level path choice of seed 001. */
+ * select_device's rules (docs/topology.md), memory location and the
+ * two-level path choice (core/datapath/route.c). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "desc.h"
+#include "datapath/route.h"
 #include "topology.h"
 
 #define FIX TERN_TEST_DIR "/fixtures/sysfs/"

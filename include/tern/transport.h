@@ -37,7 +37,14 @@
  * Errors: negative tern_err codes.  Operations that take `err, errlen`
  * write a NUL-terminated message that names what failed and what to check
  * (e.g. "Failed to modify QP to RTR, check mtu, gid, peer lid, peer qp num:
- * Invalid argument"); the core shows it to the user unchanged.
+ * Invalid argument"); the core shows it to the user once, after the
+ * transport's name (a leading "<name>: " in the message is not repeated).
+ * What the core does with a failed slice depends on the code
+ * (docs/architecture.md, Healing): TERN_ERR_RANGE and TERN_ERR_INVAL are
+ * not retried; TERN_ERR_CONNECT, CLOSED, IO, TIMEOUT make it refetch the
+ * peer's descriptor and retry with backoff; TERN_ERR_DEVICE marks the local
+ * device down for a while; TERN_ERR_UNREACHABLE moves the peer to the next
+ * transport both sides share.
  */
 #ifndef TERN_TRANSPORT_H
 #define TERN_TRANSPORT_H
@@ -70,9 +77,13 @@ extern "C" {
 #define TERN_CAP_WRITE (1ULL << 1)         /* one-sided WRITE */
 #define TERN_CAP_HANDSHAKE (1ULL << 2)     /* endpoints need the handshake exchange;
                                               without it ep_connect gets peer == NULL */
-#define TERN_CAP_REMOTE_CHECK (1ULL << 3)  /* the target checks remote ranges itself */
 #define TERN_CAP_MULTI_DEVICE (1ULL << 4)  /* several devices: use the topology */
-#define TERN_CAP_LOOPBACK_ONLY (1ULL << 5) /* only reaches the same process */
+/* No longer read by the core (kept so plugins written for 1.0 compile):
+ * the core checks remote ranges against the peer's descriptor whatever the
+ * transport does, and a transport that cannot reach a peer says so with
+ * TERN_ERR_UNREACHABLE from ep_open/ep_connect instead of a static bit. */
+#define TERN_CAP_REMOTE_CHECK (1ULL << 3)
+#define TERN_CAP_LOOPBACK_ONLY (1ULL << 5)
 
 /* ---- logging levels ------------------------------------------------------- */
 enum { TERN_LOG_ERROR = 0, TERN_LOG_WARN = 1, TERN_LOG_INFO = 2, TERN_LOG_DEBUG = 3 };
@@ -160,10 +171,11 @@ typedef struct tern_host_services {
 
     /* ---- ABI 1.1 ---- */
     /* Hand back a finished slice (status and transferred set) from any
-     * thread, exactly once per accepted slice.  The core may resubmit the
-     * slice (on another endpoint) before complete() returns, so the plugin
-     * must not touch it afterwards.  Never call it with a lock held that
-     * submit() also takes. */
+     * thread, or from inside submit(), exactly once per accepted slice.
+     * The slice is the core's again: the plugin must not touch it
+     * afterwards.  complete() never calls back into the plugin (retries,
+     * connects and ep_close run on the core's own threads later), so a
+     * plugin may call it with its own locks held. */
     void (*complete)(void *host, tern_slice *slice);
 } tern_host_services;
 

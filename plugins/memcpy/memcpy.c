@@ -3,8 +3,9 @@
  * "memcpy" moves bytes between memory registered in the same process: one
  * device "mem0"; mr_register hands out keys; submit checks that the local
  * range lies in a registration with the slice's lkey and the remote range in
- * the peer's registration with its rkey, copies, and queues the slice for
- * poll().  It is useful for tests (two engines in one process) and as the
+ * the peer's registration with its rkey, copies, and hands the slice back
+ * at once through the host service complete() (ABI 1.1: no poll(), no
+ * queue of its own).  It is useful for tests (two engines in one process) and as the
  * worked example of docs/plugins.md: it includes only <tern/transport.h>, libc
  * and pthread, so `cc $(pkg-config --cflags tern) -shared -fPIC` builds it.
  *
@@ -42,16 +43,11 @@ typedef struct mc_ctx {
     uint64_t instance;         /* published by segment_describe */
     struct mc_ctx *next_live;  /* link in the process-wide instance list */
     char device[TERN_NAME_MAX];
-    int queue_depth;           /* completions not yet polled, at most */
+    int queue_depth;           /* slices one submit() call takes, at most */
 
     pthread_rwlock_t mr_lock;  /* registrations: readers copy, writers (de)register */
     mc_mr *mrs;
     uint64_t next_key;
-
-    pthread_mutex_t cq_lock;   /* finished slices, linked through plugin[0] */
-    pthread_cond_t cq_cond;
-    tern_slice *cq_head, *cq_tail;
-    int cq_len;
 } mc_ctx;
 
 typedef struct mc_ep {
@@ -127,13 +123,7 @@ static int mc_init(const tern_host_services *host, void **out, char *err, size_t
     ctx->queue_depth = depth < 1 ? 1 : depth > (1 << 20) ? (1 << 20) : (int)depth;
     ctx->next_key = 1;
 
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* poll timeouts ignore clock jumps */
     pthread_rwlock_init(&ctx->mr_lock, NULL);
-    pthread_mutex_init(&ctx->cq_lock, NULL);
-    pthread_cond_init(&ctx->cq_cond, &ca);
-    pthread_condattr_destroy(&ca);
 
     mc_live_add(ctx);
     host->log(host->host, TERN_LOG_DEBUG, "instance %llu, device %s, queue_depth %d",
@@ -156,8 +146,6 @@ static void mc_fini(void *vctx)
     ctx->mrs = NULL;
     pthread_rwlock_unlock(&ctx->mr_lock);
     pthread_rwlock_destroy(&ctx->mr_lock);
-    pthread_mutex_destroy(&ctx->cq_lock);
-    pthread_cond_destroy(&ctx->cq_cond);
     ctx->host->free(ctx);
 }
 
@@ -351,69 +339,24 @@ static int mc_submit(void *vep, tern_slice *const *slices, int n)
     mc_ctx *ctx = ep->ctx;
     if (!ep->connected)
         return TERN_ERR_INVAL;
-    int accepted = 0;
-    for (; accepted < n; accepted++) {
-        tern_slice *s = slices[accepted];
-        pthread_mutex_lock(&ctx->cq_lock);
-        int full = ctx->cq_len >= ctx->queue_depth;
-        pthread_mutex_unlock(&ctx->cq_lock);
-        if (full)
-            break; /* the core resubmits the rest after polling */
+    int accepted = n < ctx->queue_depth ? n : ctx->queue_depth; /* the core submits the rest */
+    for (int i = 0; i < accepted; i++) {
+        tern_slice *s = slices[i];
         s->errmsg[0] = '\0';
         s->ep = ep;
         s->status = mc_copy(ep, s);
         s->transferred = s->status == 0 ? s->length : 0;
-        s->plugin[0] = NULL;
-        pthread_mutex_lock(&ctx->cq_lock);
-        if (ctx->cq_tail)
-            ctx->cq_tail->plugin[0] = s;
-        else
-            ctx->cq_head = s;
-        ctx->cq_tail = s;
-        ctx->cq_len++;
-        pthread_cond_signal(&ctx->cq_cond);
-        pthread_mutex_unlock(&ctx->cq_lock);
+        ctx->host->complete(ctx->host->host, s); /* s is the core's again */
     }
     return accepted;
-}
-
-static int mc_poll(void *vctx, tern_slice **done, int max, int timeout_ms)
-{
-    mc_ctx *ctx = vctx;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&ctx->cq_lock);
-    while (!ctx->cq_head && timeout_ms > 0)
-        if (pthread_cond_timedwait(&ctx->cq_cond, &ctx->cq_lock, &until) == ETIMEDOUT)
-            break;
-    int n = 0;
-    while (n < max && ctx->cq_head) {
-        tern_slice *s = ctx->cq_head;
-        ctx->cq_head = s->plugin[0];
-        if (!ctx->cq_head)
-            ctx->cq_tail = NULL;
-        ctx->cq_len--;
-        done[n++] = s;
-    }
-    pthread_mutex_unlock(&ctx->cq_lock);
-    return n;
 }
 
 static int mc_query(void *vctx, const char *what, char *out, size_t outlen)
 {
     mc_ctx *ctx = vctx;
     (void)what;
-    pthread_mutex_lock(&ctx->cq_lock);
-    int pending = ctx->cq_len;
-    pthread_mutex_unlock(&ctx->cq_lock);
-    snprintf(out, outlen, "instance=%llu pending=%d queue_depth=%d",
-             (unsigned long long)ctx->instance, pending, ctx->queue_depth);
+    snprintf(out, outlen, "instance=%llu queue_depth=%d", (unsigned long long)ctx->instance,
+             ctx->queue_depth);
     return 0;
 }
 
@@ -423,7 +366,7 @@ static const tern_option mc_options[] = {
     {.key = "device", .type = TERN_OPT_STRING, .default_value = "mem0",
      .help = "name of the one device this transport shows"},
     {.key = "queue_depth", .type = TERN_OPT_INT, .min = 1, .max = 1 << 20,
-     .default_value = "4096", .help = "finished slices held for poll() before submit pushes back"},
+     .default_value = "4096", .help = "slices one submit() call takes at most"},
     {.key = NULL, .type = TERN_OPT_END},
 };
 
@@ -434,7 +377,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .abi_minor = TERN_TRANSPORT_ABI_MINOR,
     .name = "memcpy",
     .version = MC_VERSION,
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK | TERN_CAP_LOOPBACK_ONLY,
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE,
     .options = mc_options,
     .default_slice_size = 0,
     .init = mc_init,
@@ -448,7 +391,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .ep_connect = mc_ep_connect,
     .ep_close = mc_ep_close,
     .submit = mc_submit,
-    .poll = mc_poll,
+    .poll = NULL, /* completions go through host->complete() */
     .ep_reset = NULL,
     .query = mc_query,
 };

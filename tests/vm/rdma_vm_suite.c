@@ -47,6 +47,50 @@ static void trace(const char *what)
     fprintf(stderr, "[%d %ld.%03ld] %s\n", (int)getpid(), (long)t.tv_sec, t.tv_nsec / 1000000, what);
 }
 
+/* ---- completions: the plugin hands slices back through complete() ----------- */
+
+static pthread_mutex_t vm_done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t vm_done_cond = PTHREAD_COND_INITIALIZER;
+static tern_slice *vm_done_head, *vm_done_tail;
+
+static void vm_complete(tern_slice *s)
+{
+    s->plugin[3] = NULL; /* the plugin is done with the slice: its scratch is ours */
+    pthread_mutex_lock(&vm_done_lock);
+    if (vm_done_tail)
+        vm_done_tail->plugin[3] = s;
+    else
+        vm_done_head = s;
+    vm_done_tail = s;
+    pthread_cond_signal(&vm_done_cond);
+    pthread_mutex_unlock(&vm_done_lock);
+}
+
+/* Up to max finished slices (of any side), waiting up to timeout_ms. */
+static int vm_poll(tern_slice **out, int max, int timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&vm_done_lock);
+    while (!vm_done_head && pthread_cond_timedwait(&vm_done_cond, &vm_done_lock, &until) == 0)
+        ;
+    int n = 0;
+    for (; n < max && vm_done_head; n++) {
+        out[n] = vm_done_head;
+        vm_done_head = vm_done_head->plugin[3];
+        if (!vm_done_head)
+            vm_done_tail = NULL;
+    }
+    pthread_mutex_unlock(&vm_done_lock);
+    return n;
+}
+
 /* ---- one side: a loaded plugin with one registered buffer ------------------ */
 
 typedef struct side {
@@ -99,6 +143,7 @@ static int side_open(side *s, const char *opts, char *err, size_t errlen)
     trace("plugins loaded");
     if (rc < 0)
         return rc;
+    tern_plugins_set_completion(&s->set, vm_complete);
     s->p = tern_plugins_find(&s->set, "rdma");
     if (!s->p || !s->p->ops)
         return snprintf(err, errlen, "rdma did not load: %.400s", s->p ? s->p->message : "?"),
@@ -238,7 +283,7 @@ static int xfer(side *s, int opcode, uint64_t loff, uint64_t raddr, uint64_t rke
             submitted += (size_t)k;
         }
         tern_slice *back[64];
-        int got = s->t->poll(s->ctx, back, 64, 100);
+        int got = vm_poll(back, 64, 100);
         cr_assert_geq(got, 0, "poll failed: %d", got);
         for (int i = 0; i < got; i++) {
             done++;
@@ -257,7 +302,7 @@ static int xfer(side *s, int opcode, uint64_t loff, uint64_t raddr, uint64_t rke
     /* Whatever happened, every submitted slice must come back exactly once. */
     while (done < submitted && time(NULL) < deadline + 10) {
         tern_slice *back[64];
-        int got = s->t->poll(s->ctx, back, 64, 100);
+        int got = vm_poll(back, 64, 100);
         if (got > 0)
             done += (size_t)got;
     }
@@ -477,7 +522,7 @@ static void close_in_flight(pair *pr)
     time_t dl = time(NULL) + 60;
     while (back < N && time(NULL) < dl) {
         tern_slice *d[64];
-        int got = pr->a.t->poll(pr->a.ctx, d, 64, 100);
+        int got = vm_poll(d, 64, 100);
         for (int i = 0; i < got; i++) {
             back++;
             if (d[i]->status == 0)
@@ -740,7 +785,7 @@ static void *poller_thread(void *p)
     poller_arg *pa = p;
     while (!__atomic_load_n(&pa->stop, __ATOMIC_ACQUIRE)) {
         tern_slice *d[64];
-        int got = pa->s->t->poll(pa->s->ctx, d, 64, 50);
+        int got = vm_poll(d, 64, 50);
         for (int i = 0; i < got; i++) {
             pa->polled++;
             __atomic_store_n((int *)d[i]->core, 1, __ATOMIC_RELEASE);

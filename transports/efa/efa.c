@@ -1,10 +1,11 @@
 /* transports/efa/efa.c: the libfabric transport, "efa".
  *
  * One RDM endpoint per device (fi_info), an AV and a CQ; fi_write/fi_read
- * per slice, completions parked by one progress thread per device so that
- * providers with manual data progress (tcp;ofi_rxm, shm) also progress as
- * a passive target, without the engine calling anything.  See SPEC.md
- * section 6 and include/tern/transport.h for the contract. */
+ * per slice; one progress thread per device reads the CQ and hands each
+ * finished slice straight back through the host service complete() (ABI
+ * 1.1, no queue of its own), so that providers with manual data progress
+ * (tcp;ofi_rxm, shm) also progress as a passive target, without the engine
+ * calling anything.  See include/tern/transport.h for the contract. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -146,17 +147,11 @@ static void efa_map_provider(const char *p, char *out, size_t outlen)
 
 /* ---- completion plumbing ------------------------------------------------- */
 
+/* The slice is the core's again once complete() is called. */
 static void efa_done_push(efa_ctx *c, tern_slice *s)
 {
     s->plugin[0] = NULL;
-    pthread_mutex_lock(&c->done_lock);
-    if (c->done_tail)
-        c->done_tail->plugin[0] = s;
-    else
-        c->done_head = s;
-    c->done_tail = s;
-    pthread_cond_signal(&c->done_cond);
-    pthread_mutex_unlock(&c->done_lock);
+    c->host->complete(c->host->host, s);
 }
 
 static void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *msg)
@@ -671,14 +666,17 @@ static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t 
 static int efa_init(const tern_host_services *host, void **out, char *err, size_t errlen)
 {
     struct fi_info *list = NULL;
+    *out = NULL;
+    if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete) {
+        snprintf(err, errlen, "efa: the core offers no complete() host service (ABI 1.1 "
+                 "needed): update libtern");
+        return TERN_ERR_ABI;
+    }
     efa_ctx *c = calloc(1, sizeof *c);
     int rc;
-    *out = NULL;
     if (!c)
         return TERN_ERR_NOMEM;
     c->host = host;
-    pthread_mutex_init(&c->done_lock, NULL);
-    pthread_cond_init(&c->done_cond, NULL);
     pthread_mutex_init(&c->list_lock, NULL);
     c->eps.next = c->eps.prev = &c->eps;
     c->mrs.next = c->mrs.prev = &c->mrs;
@@ -728,8 +726,6 @@ static void efa_fini(void *ctx)
     for (int k = 0; k < c->ndev; k++)
         efa_dev_close(&c->devs[k]);
     free(c->devs);
-    pthread_mutex_destroy(&c->done_lock);
-    pthread_cond_destroy(&c->done_cond);
     pthread_mutex_destroy(&c->list_lock);
     free(c);
 }
@@ -1219,38 +1215,6 @@ static int efa_submit(void *ep, tern_slice *const *slices, int n)
     return i;
 }
 
-static int efa_poll(void *ctx, tern_slice **done, int max, int timeout_ms)
-{
-    efa_ctx *c = ctx;
-    int n = 0;
-    if (!done || max <= 0)
-        return TERN_ERR_INVAL;
-    pthread_mutex_lock(&c->done_lock);
-    if (!c->done_head && timeout_ms > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        while (!c->done_head)
-            if (pthread_cond_timedwait(&c->done_cond, &c->done_lock, &ts) == ETIMEDOUT)
-                break;
-    }
-    while (c->done_head && n < max) {
-        tern_slice *s = c->done_head;
-        c->done_head = s->plugin[0];
-        if (!c->done_head)
-            c->done_tail = NULL;
-        s->plugin[0] = NULL;
-        done[n++] = s;
-    }
-    pthread_mutex_unlock(&c->done_lock);
-    return n;
-}
-
 static int efa_query(void *ctx, const char *what, char *out, size_t outlen)
 {
     efa_ctx *c = ctx;
@@ -1283,8 +1247,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .abi_minor = TERN_TRANSPORT_ABI_MINOR,
     .name = "efa",
     .version = EFA_VERSION,
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_REMOTE_CHECK |
-            TERN_CAP_MULTI_DEVICE,
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_MULTI_DEVICE,
     .options = efa_options,
     .default_slice_size = EFA_DEFAULT_SLICE,
     .init = efa_init,
@@ -1298,7 +1261,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .ep_connect = efa_ep_connect,
     .ep_close = efa_ep_close,
     .submit = efa_submit,
-    .poll = efa_poll,
+    .poll = NULL, /* completions go through host->complete() */
     .ep_reset = NULL,
     .query = efa_query,
 };

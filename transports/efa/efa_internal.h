@@ -112,9 +112,6 @@ typedef struct efa_ctx {
     int ndev;
     atomic_int stop;
     atomic_int inflight;
-    pthread_mutex_t done_lock;
-    pthread_cond_t done_cond;
-    tern_slice *done_head, *done_tail; /* linked through slice->plugin[0] */
     pthread_mutex_t list_lock;  /* endpoints and registrations */
     efa_ep eps;
     efa_mr mrs;

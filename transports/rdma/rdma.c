@@ -1,9 +1,12 @@
-/* transports/rdma: the RDMA verbs transport (SPEC.md section 5).
+/* transports/rdma: the RDMA verbs transport (docs/architecture.md lists
+ * what the core expects of every transport).
  *
  * Per device: the verbs context, the port's attributes, the chosen GID
  * index, one PD, one CQ with a completion channel, and one worker thread
- * that waits on the channel, polls the CQ and parks finished slices on the
- * context's done list for poll().  Per endpoint: N RC QPs taken through
+ * that waits on the channel, polls the CQ and hands each finished slice
+ * straight back through the host service complete() (ABI 1.1; the core
+ * never calls into the plugin from complete(), so it may be called with
+ * ep->lock held).  Per endpoint: N RC QPs taken through
  * RESET -> INIT -> RTR -> RTS with the attributes built by rdma_attr.c.
  *
  * Data path: a slice becomes one or more signaled RDMA WRITE/READ work
@@ -16,8 +19,8 @@
  * so the core resets or reopens it and retries the slice elsewhere).
  *
  * Locking: ctx->lock guards the endpoint list; ep->lock guards an
- * endpoint's QPs, queue and counters; ctx->done_lock the done list.  Order:
- * ctx->lock, then ep->lock, then done_lock.  An endpoint closed while work
+ * endpoint's QPs, queue and counters.  Order: ctx->lock, then ep->lock.
+ * An endpoint closed while work
  * is in flight is freed by the worker once the flushed completions are in.
  */
 #include <errno.h>
@@ -87,10 +90,6 @@ typedef struct rd_ctx {
     pthread_mutex_t lock; /* endpoints and registrations */
     struct rd_ep *eps;
     rd_mr *mrs;
-
-    pthread_mutex_t done_lock;
-    pthread_cond_t done_cond;
-    tern_slice *done_head, *done_tail;
 } rd_ctx;
 
 typedef struct rd_ep {
@@ -160,17 +159,11 @@ static int64_t opt_int(const tern_host_services *h, const char *key, int64_t def
     return h && h->config_get_int ? h->config_get_int(h->host, key, def) : def;
 }
 
+/* The slice is the core's again once complete() is called. */
 static void done_push(rd_ctx *c, tern_slice *s)
 {
     S_NEXT(s) = NULL;
-    pthread_mutex_lock(&c->done_lock);
-    if (c->done_tail)
-        S_NEXT(c->done_tail) = s;
-    else
-        c->done_head = s;
-    c->done_tail = s;
-    pthread_cond_signal(&c->done_cond);
-    pthread_mutex_unlock(&c->done_lock);
+    c->host->complete(c->host->host, s);
 }
 
 /* First failure wins: its text is what the core shows. */
@@ -494,18 +487,17 @@ static int rd_open_devices(rd_ctx *c, char *err, size_t errlen)
 
 static int rd_init(const tern_host_services *host, void **out, char *err, size_t errlen)
 {
-    rd_ctx *c = host && host->alloc ? host->alloc(sizeof *c) : malloc(sizeof *c);
+    if (!host || !TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) ||
+        !host->complete)
+        return rd_err(err, errlen, TERN_ERR_ABI,
+                      "rdma: the core offers no complete() host service (ABI 1.1 needed): "
+                      "update libtern");
+    rd_ctx *c = host->alloc ? host->alloc(sizeof *c) : malloc(sizeof *c);
     if (!c)
         return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
     memset(c, 0, sizeof *c);
     c->host = host;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_init(&c->done_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->done_cond, &ca);
-    pthread_condattr_destroy(&ca);
     int rc = rd_read_options(c, err, errlen);
     if (rc == 0)
         rc = rd_open_devices(c, err, errlen);
@@ -1155,39 +1147,6 @@ static void *rd_worker(void *arg)
     return NULL;
 }
 
-static int rd_poll(void *ctx, tern_slice **done, int max, int timeout_ms)
-{
-    rd_ctx *c = ctx;
-    if (!done || max <= 0)
-        return TERN_ERR_INVAL;
-    pthread_mutex_lock(&c->done_lock);
-    if (!c->done_head && timeout_ms != 0) {
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        int64_t ms = timeout_ms < 0 ? 1000 : timeout_ms;
-        dl.tv_sec += ms / 1000;
-        dl.tv_nsec += (ms % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-        while (!c->done_head)
-            if (pthread_cond_timedwait(&c->done_cond, &c->done_lock, &dl) == ETIMEDOUT)
-                break;
-    }
-    int n = 0;
-    while (c->done_head && n < max) {
-        tern_slice *s = c->done_head;
-        c->done_head = S_NEXT(s);
-        S_NEXT(s) = NULL;
-        done[n++] = s;
-    }
-    if (!c->done_head)
-        c->done_tail = NULL;
-    pthread_mutex_unlock(&c->done_lock);
-    return n;
-}
-
 static int rd_query(void *ctx, const char *what, char *out, size_t outlen)
 {
     rd_ctx *c = ctx;
@@ -1235,7 +1194,6 @@ static void rd_fini(void *ctx)
                 ibv_dereg_mr(m->mr[i]);
         rd_free(c, m);
     }
-    /* Slices still parked for poll() belong to the core: nothing to free. */
     if (c->devs) {
         /* ndev open ones, plus the one that failed half-way, if any */
         for (int i = 0; i < c->devs_cap; i++)
@@ -1244,8 +1202,6 @@ static void rd_fini(void *ctx)
         rd_free(c, c->devs);
     }
     pthread_mutex_destroy(&c->lock);
-    pthread_mutex_destroy(&c->done_lock);
-    pthread_cond_destroy(&c->done_cond);
     if (c->host && c->host->free)
         c->host->free(c);
     else
@@ -1273,7 +1229,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .ep_connect = rd_ep_connect,
     .ep_close = rd_ep_close,
     .submit = rd_submit,
-    .poll = rd_poll,
+    .poll = NULL, /* completions go through host->complete() */
     .ep_reset = rd_ep_reset,
     .query = rd_query,
 };

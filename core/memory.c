@@ -1,10 +1,9 @@
-/* core/engine_memory.c: registered memory and the local segment descriptor.
- *
- * Buffers are kept sorted by address (binary search for slicing and
- * validation).  Every change rebuilds our descriptor, keeps a decoded copy
- * for path choice (tern_path_choose reads buffers and keys from it) and
- * publishes the JSON through the metadata backend. */
-#include "engine.h"
+/* core/memory.c: registered memory and the local segment descriptor (see
+ * memory.h).  Buffers are kept sorted by address (binary search for slicing
+ * and validation).  Every change rebuilds our descriptor, keeps a decoded
+ * copy for path choice and publishes the JSON through the metadata
+ * backend. */
+#include "memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +13,7 @@
 #include "util.h"
 
 /* Index of the first buffer whose addr > a. */
-static size_t upper_bound(const tern_engine *e, uint64_t a)
+static size_t upper_bound(const tern_memory *e, uint64_t a)
 {
     size_t lo = 0, hi = e->nbufs;
     while (lo < hi) {
@@ -27,7 +26,7 @@ static size_t upper_bound(const tern_engine *e, uint64_t a)
     return lo;
 }
 
-const tern_membuf *tern_engine_find_buf(const tern_engine *e, uint64_t addr)
+const tern_membuf *tern_memory_find_locked(const tern_memory *e, uint64_t addr)
 {
     size_t i = upper_bound(e, addr);
     if (i == 0)
@@ -36,11 +35,11 @@ const tern_membuf *tern_engine_find_buf(const tern_engine *e, uint64_t addr)
     return addr - b->addr < b->len ? b : NULL;
 }
 
-uint64_t tern_engine_covered(const tern_engine *e, uint64_t addr, uint64_t len)
+uint64_t tern_memory_covered_locked(const tern_memory *e, uint64_t addr, uint64_t len)
 {
     uint64_t done = 0;
     while (done < len) {
-        const tern_membuf *b = tern_engine_find_buf(e, addr + done);
+        const tern_membuf *b = tern_memory_find_locked(e, addr + done);
         if (!b)
             break;
         done += b->addr + b->len - (addr + done);
@@ -53,7 +52,7 @@ uint64_t tern_engine_covered(const tern_engine *e, uint64_t addr, uint64_t len)
 /* The top-level tcp_data_port: the tcp transport's port for Mooncake's
  * format when it serves one (that is where a Mooncake initiator connects;
  * tern peers use the blob), else its own.  *mooncake tells which. */
-static uint16_t tcp_data_port(const tern_engine *e, int *mooncake)
+static uint16_t tcp_data_port(const tern_memory *e, int *mooncake)
 {
     *mooncake = 0;
     for (size_t i = 0; i < e->nxports; i++) {
@@ -71,7 +70,7 @@ static uint16_t tcp_data_port(const tern_engine *e, int *mooncake)
     return 0;
 }
 
-static int build_buffers(const tern_engine *e, tern_segment_desc *d)
+static int build_buffers(const tern_memory *e, tern_segment_desc *d)
 {
     d->buffers = calloc(e->nbufs ? e->nbufs : 1, sizeof *d->buffers);
     if (!d->buffers)
@@ -96,7 +95,7 @@ static int build_buffers(const tern_engine *e, tern_segment_desc *d)
     return 0;
 }
 
-static int build_transports(const tern_engine *e, tern_segment_desc *d)
+static int build_transports(const tern_memory *e, tern_segment_desc *d)
 {
     d->transports = calloc(e->nxports, sizeof *d->transports);
     if (!d->transports)
@@ -130,7 +129,7 @@ static void build_free(tern_segment_desc *d)
     free(d->transports);
 }
 
-static char *encode_local(const tern_engine *e)
+static char *encode_local(tern_memory *e)
 {
     tern_segment_desc d;
     memset(&d, 0, sizeof d);
@@ -139,17 +138,24 @@ static char *encode_local(const tern_engine *e)
     int mooncake = 0;
     d.tcp_data_port = tcp_data_port(e, &mooncake);
     d.tcp_proto_version = mooncake ? 2 : 0; /* docs/protocol.md, Mooncake compatibility */
+    /* The generation: wall-clock microseconds, so a restarted peer's
+     * descriptor is newer than its predecessor's, and strictly increasing
+     * within this process. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    d.timestamp = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+    d.timestamp = now > e->generation ? now : e->generation + 1;
     char *json = NULL;
     if (build_buffers(e, &d) == 0 && build_transports(e, &d) == 0)
         json = tern_segment_desc_encode(&d);
+    if (json)
+        e->generation = d.timestamp;
     build_free(&d);
     return json;
 }
 
-int tern_engine_publish_locked(tern_engine *e, char *err, size_t errlen)
+/* Rebuild, store and publish (lock held exclusive). */
+static int publish_locked(tern_memory *e, char *err, size_t errlen)
 {
     char *json = encode_local(e);
     if (!json)
@@ -170,16 +176,43 @@ int tern_engine_publish_locked(tern_engine *e, char *err, size_t errlen)
     return 0;
 }
 
+int tern_memory_publish(tern_memory *m, char *err, size_t errlen)
+{
+    pthread_rwlock_wrlock(&m->lock);
+    int rc = publish_locked(m, err, errlen);
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
+
+char *tern_memory_json(tern_memory *m)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    char *json = tern_strdup(m->local_json);
+    pthread_rwlock_unlock(&m->lock);
+    return json;
+}
+
+int tern_memory_published(tern_memory *m)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    int yes = m->local_json != NULL;
+    pthread_rwlock_unlock(&m->lock);
+    return yes;
+}
+
+void tern_memory_rdlock(tern_memory *m) { pthread_rwlock_rdlock(&m->lock); }
+void tern_memory_unlock(tern_memory *m) { pthread_rwlock_unlock(&m->lock); }
+
 /* ---- registration ------------------------------------------------------------ */
 
-static void mr_release(tern_engine *e, tern_membuf *m, size_t upto)
+static void mr_release(tern_memory *e, tern_membuf *m, size_t upto)
 {
     for (size_t t = 0; t < upto; t++)
         if (m->mr[t])
             e->xports[t].ops->mr_deregister(e->xports[t].pl->ctx, m->mr[t]);
 }
 
-static int mr_acquire(tern_engine *e, tern_membuf *m)
+static int mr_acquire(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
 {
     for (size_t t = 0; t < e->nxports; t++) {
         tern_xport *x = &e->xports[t];
@@ -188,15 +221,15 @@ static int mr_acquire(tern_engine *e, tern_membuf *m)
                                      &m->keys[t], &m->mr[t], msg, sizeof msg);
         if (rc) {
             mr_release(e, m, t);
-            return tern_engine_fail(e, rc, "register [0x%llx, +%llu) with transport %s: %s",
-                                    (unsigned long long)m->addr, (unsigned long long)m->len,
-                                    x->pl->name, msg[0] ? msg : tern_strerror(rc));
+            return tern_errf(err, errlen, rc, "register [0x%llx, +%llu) with transport %s: %s",
+                             (unsigned long long)m->addr, (unsigned long long)m->len,
+                             x->pl->name, msg[0] ? tern_xport_msg(x, msg) : tern_strerror(rc));
         }
     }
     return 0;
 }
 
-static int check_new_range(tern_engine *e, uint64_t a, uint64_t len)
+static int check_new_range(tern_memory *e, uint64_t a, uint64_t len, char *err, size_t errlen)
 {
     size_t i = upper_bound(e, a + len - 1);
     if (i == 0)
@@ -204,13 +237,13 @@ static int check_new_range(tern_engine *e, uint64_t a, uint64_t len)
     const tern_membuf *b = &e->bufs[i - 1];
     if (b->addr + b->len <= a)
         return 0;
-    return tern_engine_fail(e, TERN_ERR_EXISTS,
-                            "register [0x%llx, 0x%llx): overlaps the registered [0x%llx, 0x%llx)",
-                            (unsigned long long)a, (unsigned long long)(a + len),
-                            (unsigned long long)b->addr, (unsigned long long)(b->addr + b->len));
+    return tern_errf(err, errlen, TERN_ERR_EXISTS,
+                     "register [0x%llx, 0x%llx): overlaps the registered [0x%llx, 0x%llx)",
+                     (unsigned long long)a, (unsigned long long)(a + len),
+                     (unsigned long long)b->addr, (unsigned long long)(b->addr + b->len));
 }
 
-static int bufs_insert(tern_engine *e, const tern_membuf *m)
+static int bufs_insert(tern_memory *e, const tern_membuf *m)
 {
     if (e->nbufs == e->capbufs) {
         size_t cap = e->capbufs ? e->capbufs * 2 : 16;
@@ -227,90 +260,99 @@ static int bufs_insert(tern_engine *e, const tern_membuf *m)
     return 0;
 }
 
-static void bufs_remove(tern_engine *e, size_t i)
+static void bufs_remove(tern_memory *e, size_t i)
 {
     memmove(&e->bufs[i], &e->bufs[i + 1], (e->nbufs - i - 1) * sizeof e->bufs[0]);
     e->nbufs--;
 }
 
-static int register_locked(tern_engine *e, tern_membuf *m)
+static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
 {
-    int rc = check_new_range(e, m->addr, m->len);
+    int rc = check_new_range(e, m->addr, m->len, err, errlen);
     if (rc)
         return rc;
     if (e->nbufs >= TERN_DESC_MAX_BUFFERS)
-        return tern_engine_fail(e, TERN_ERR_INVAL, "register: already %d buffers registered",
-                                TERN_DESC_MAX_BUFFERS);
-    if ((rc = mr_acquire(e, m)) != 0)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register: already %d buffers registered",
+                         TERN_DESC_MAX_BUFFERS);
+    if ((rc = mr_acquire(e, m, err, errlen)) != 0)
         return rc;
     if (bufs_insert(e, m) != 0) {
         mr_release(e, m, e->nxports);
-        return tern_engine_fail(e, TERN_ERR_NOMEM, "register: out of memory");
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
     }
-    char msg[TERN_ERRMSG_MAX] = "";
-    rc = tern_engine_publish_locked(e, msg, sizeof msg);
+    char msg[1024] = "";
+    rc = publish_locked(e, msg, sizeof msg);
     if (rc) { /* keep registration and descriptor in step */
         bufs_remove(e, upper_bound(e, m->addr) - 1);
         mr_release(e, m, e->nxports);
-        return tern_engine_fail(e, rc, "register: publishing the descriptor failed: %s", msg);
+        return tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
     }
     return 0;
 }
 
-TERN_EXPORT int tern_register_memory(tern_engine *e, void *addr, size_t len,
-                                     const char *location)
+int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *location,
+                         char *err, size_t errlen)
 {
-    if (!e)
-        return TERN_ERR_INVAL;
     if (!addr || !len)
-        return tern_engine_fail(e, TERN_ERR_INVAL, "register: %s", !addr ? "address is NULL"
-                                                                          : "length is 0");
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register: %s",
+                         !addr ? "address is NULL" : "length is 0");
     uint64_t a = (uintptr_t)addr;
     if (len > UINT64_MAX - a)
-        return tern_engine_fail(e, TERN_ERR_INVAL, "register: 0x%llx + %zu overflows",
-                                (unsigned long long)a, len);
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register: 0x%llx + %zu overflows",
+                         (unsigned long long)a, len);
     tern_membuf *m = calloc(1, sizeof *m);
     if (!m)
-        return tern_engine_fail(e, TERN_ERR_NOMEM, "register: out of memory");
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
     m->addr = a;
     m->len = len;
     if (location && *location && strcmp(location, "*") != 0)
         tern_strlcpy(m->location, location, sizeof m->location);
     else
         tern_memory_location(addr, m->location, sizeof m->location);
-    pthread_rwlock_wrlock(&e->memlock);
-    int rc = register_locked(e, m);
-    pthread_rwlock_unlock(&e->memlock);
+    pthread_rwlock_wrlock(&e->lock);
+    int rc = register_locked(e, m, err, errlen);
+    pthread_rwlock_unlock(&e->lock);
     free(m);
-    if (rc == 0)
-        tern_engine_clear_error(e);
     return rc;
 }
 
-TERN_EXPORT int tern_unregister_memory(tern_engine *e, void *addr)
+int tern_memory_unregister(tern_memory *e, void *addr, char *err, size_t errlen)
 {
-    if (!e)
-        return TERN_ERR_INVAL;
     uint64_t a = (uintptr_t)addr;
-    pthread_rwlock_wrlock(&e->memlock);
+    pthread_rwlock_wrlock(&e->lock);
     size_t i = upper_bound(e, a);
     if (i == 0 || e->bufs[i - 1].addr != a) {
-        pthread_rwlock_unlock(&e->memlock);
-        return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
-                                "unregister: no buffer registered at %p", addr);
+        pthread_rwlock_unlock(&e->lock);
+        return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                         "unregister: no buffer registered at %p", addr);
     }
     tern_membuf m = e->bufs[i - 1];
     bufs_remove(e, i - 1);
     mr_release(e, &m, e->nxports);
-    char msg[TERN_ERRMSG_MAX] = "";
-    int rc = tern_engine_publish_locked(e, msg, sizeof msg);
-    pthread_rwlock_unlock(&e->memlock);
+    char msg[1024] = "";
+    int rc = publish_locked(e, msg, sizeof msg);
+    pthread_rwlock_unlock(&e->lock);
     if (rc)
-        return tern_engine_fail(e, rc, "unregister: publishing the descriptor failed: %s", msg);
+        return tern_errf(err, errlen, rc, "unregister: publishing the descriptor failed: %s",
+                         msg);
     return 0;
 }
 
-void tern_engine_memory_free(tern_engine *e)
+void tern_memory_init(tern_memory *m)
+{
+    pthread_rwlock_init(&m->lock, NULL);
+}
+
+void tern_memory_bind(tern_memory *m, tern_xport *xports, size_t nxports, tern_metadata *md,
+                      const char *server_name)
+{
+    m->xports = xports;
+    m->nxports = nxports;
+    m->md = md;
+    m->server_name = server_name;
+}
+
+void tern_memory_fini(tern_memory *e)
 {
     for (size_t i = 0; i < e->nbufs; i++)
         mr_release(e, &e->bufs[i], e->nxports);
@@ -321,4 +363,5 @@ void tern_engine_memory_free(tern_engine *e)
     tern_segment_desc_free(e->local_desc);
     e->local_json = NULL;
     e->local_desc = NULL;
+    pthread_rwlock_destroy(&e->lock);
 }

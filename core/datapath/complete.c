@@ -1,0 +1,158 @@
+/* core/datapath/complete.c: completions (see complete.h). */
+#include "complete.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_endpoint.h"
+#include "util.h"
+
+#define POLL_MAX 64
+#define POLL_TIMEOUT_MS 20
+
+static void done_ok(tern_cslice *cs)
+{
+    tern_batch *b = cs->b;
+    struct tern_dp *dp = b->e->dp; /* b may be freed once its lock is released */
+    tern_segment_ok(cs->seg);
+    tern_xport_device_ok(cs->x, cs->local_dev);
+    pthread_mutex_lock(&b->lock);
+    tern_req *q = &b->reqs[cs->idx];
+    if (tern_req_active_locked(q)) {
+        q->transferred += cs->s.length;
+        if (q->transferred >= q->r.length) {
+            q->status = TERN_COMPLETED;
+            pthread_cond_broadcast(&b->cond);
+        }
+    }
+    int reap = tern_cslice_free_locked(cs);
+    pthread_mutex_unlock(&b->lock);
+    if (reap)
+        tern_dpq_kick(dp);
+}
+
+static void done_failed(tern_cslice *cs)
+{
+    tern_engine *e = cs->b->e;
+    tern_dpq_kick(e->dp); /* a worker reaps what this releases */
+    if (tern_cslice_drop_if_ended(cs))
+        return;
+    tern_xport *x = cs->x;
+    int code = cs->s.status;
+    if (code == TERN_ERR_DEVICE)
+        tern_xport_device_failed(x, cs->local_dev);
+    if (tern_heal_drops_endpoint(code) && cs->s.ep)
+        tern_endpoint_drop(x, cs->local_dev, cs->peer_nic_path, cs->s.ep);
+    if (cs->ref) {
+        tern_epstore_release_deferred(x->eps, cs->ref);
+        cs->ref = NULL;
+    }
+    cs->s.ep = NULL; /* the retry chooses a path and an endpoint again */
+    uint64_t now = tern_now_ms();
+    cs->failed_ns = tern_now_ns();
+    const char *why = cs->s.errmsg[0] ? tern_xport_msg(x, cs->s.errmsg) : "transport error";
+    switch (tern_heal_class(code)) {
+    case TERN_HEAL_FATAL:
+        tern_cslice_fail(cs, code, why);
+        return;
+    case TERN_HEAL_RANGE: /* the worker refetches and decides */
+        cs->range = 1;
+        tern_dpq_push(e->dp, cs, 0);
+        return;
+    case TERN_HEAL_FALLBACK:
+        cs->unreach = 1;
+        tern_dpq_push(e->dp, cs, 0);
+        return;
+    case TERN_HEAL_PEER:
+    case TERN_HEAL_RETRY:
+        break;
+    }
+    int peer = tern_heal_class(code) == TERN_HEAL_PEER;
+    if (peer) /* an attempt on the peer failed: back off, share it */
+        cs->epoch = tern_segment_failed(cs->seg, code, why);
+    if (cs->attempt >= e->cfg->retries) {
+        tern_cslice_fail(cs, code, why);
+        return;
+    }
+    cs->attempt++;
+    uint64_t due = now;
+    if (peer) {
+        cs->refetch = 1;
+        due = atomic_load(&cs->seg->retry_at_ms);
+    }
+    tern_dpq_push(e->dp, cs, due);
+}
+
+void tern_cslice_done(tern_cslice *cs)
+{
+    if (cs->s.status == 0)
+        done_ok(cs);
+    else
+        done_failed(cs);
+}
+
+void tern_slice_complete(tern_slice *s)
+{
+    tern_cslice_done(s->core);
+}
+
+/* ---- 1.0 plugins: poll() ------------------------------------------------------- */
+
+typedef struct poller_arg {
+    struct tern_dp *dp;
+    tern_xport *x;
+} poller_arg;
+
+static void *poller_main(void *arg)
+{
+    tern_xport *x = ((poller_arg *)arg)->x;
+    struct tern_dp *dp = ((poller_arg *)arg)->dp;
+    free(arg);
+    tern_slice *done[POLL_MAX];
+    while (!atomic_load(&dp->poll_stop)) {
+        int n = x->ops->poll(x->pl->ctx, done, POLL_MAX, POLL_TIMEOUT_MS);
+        for (int i = 0; i < n; i++)
+            tern_cslice_done(done[i]->core);
+        if (n < 0) {
+            struct timespec ts = {0, 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+int tern_complete_pollers_start(struct tern_dp *dp, char *err, size_t errlen)
+{
+    tern_engine *e = dp->e;
+    atomic_store(&dp->poll_stop, 0);
+    for (size_t i = 0; i < e->nxports; i++) {
+        tern_xport *x = &e->xports[i];
+        if (!x->ops->poll) /* 1.1: completions come through complete() */
+            continue;
+        poller_arg *a = malloc(sizeof *a);
+        if (a) {
+            a->dp = dp;
+            a->x = x;
+        }
+        if (!a || pthread_create(&dp->pollers[i], NULL, poller_main, a) != 0) {
+            free(a);
+            tern_complete_pollers_stop(dp);
+            return tern_errf(err, errlen, TERN_ERR_IO, "cannot start the %s poll thread",
+                             x->pl->name);
+        }
+        dp->polling[i] = 1;
+    }
+    return 0;
+}
+
+void tern_complete_pollers_stop(struct tern_dp *dp)
+{
+    atomic_store(&dp->poll_stop, 1);
+    for (size_t i = 0; i < TERN_DESC_MAX_TRANSPORTS; i++)
+        if (dp->polling[i]) {
+            pthread_join(dp->pollers[i], NULL);
+            dp->polling[i] = 0;
+        }
+}

@@ -1,0 +1,111 @@
+/* core/datapath/request.c: request state changes shared by the stages
+ * (see request.h). */
+#include "request.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
+                          const char *fmt, ...)
+{
+    tern_req *q = &b->reqs[idx];
+    if ((q->status != TERN_PENDING && q->status != TERN_WAITING) || q->ending)
+        return;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    free(q->errmsg);
+    q->errmsg = strdup(msg); /* NULL on no memory: tern_batch_error then says "" */
+    q->error = code;
+    /* A TIMEOUT is published at once: the caller asked for a deadline;
+     * tern_batch_free stays refused until the slices are back. */
+    if (q->live > 0 && st == TERN_FAILED) {
+        q->ending = st; /* published by the last slice's tern_cslice_free_locked */
+        return;
+    }
+    q->status = st;
+    pthread_cond_broadcast(&b->cond);
+}
+
+int tern_req_active_locked(const tern_req *q)
+{
+    return q->status == TERN_PENDING && !q->ending;
+}
+
+int tern_cslice_free_locked(tern_cslice *cs)
+{
+    tern_batch *b = cs->b;
+    tern_req *q = &b->reqs[cs->idx];
+    int deferred = cs->ref ? tern_epstore_release_deferred(cs->x->eps, cs->ref) : 0;
+    free(cs);
+    if (--q->live == 0 && q->ending) {
+        q->status = q->ending;
+        q->ending = 0;
+        pthread_cond_broadcast(&b->cond);
+    }
+    if (--b->inflight == 0)
+        pthread_cond_broadcast(&b->cond);
+    return deferred;
+}
+
+void tern_cslice_fail(tern_cslice *cs, int code, const char *why)
+{
+    tern_batch *b = cs->b;
+    pthread_mutex_lock(&b->lock);
+    tern_req_fail_locked(b, cs->idx, TERN_FAILED, code,
+                         "slice at offset %llu (%llu bytes) failed after %d attempt(s): %s (%s)",
+                         (unsigned long long)cs->offset, (unsigned long long)cs->s.length,
+                         cs->attempt + 1, why, tern_strerror(code));
+    tern_cslice_free_locked(cs);
+    pthread_mutex_unlock(&b->lock);
+}
+
+int tern_cslice_drop_if_ended(tern_cslice *cs)
+{
+    tern_batch *b = cs->b;
+    pthread_mutex_lock(&b->lock);
+    int ended = !tern_req_active_locked(&b->reqs[cs->idx]);
+    if (ended)
+        tern_cslice_free_locked(cs);
+    pthread_mutex_unlock(&b->lock);
+    return ended;
+}
+
+tern_heal tern_heal_class(int code)
+{
+    switch (code) {
+    case TERN_ERR_CONNECT:
+    case TERN_ERR_CLOSED:
+    case TERN_ERR_IO:
+    case TERN_ERR_TIMEOUT:
+    case TERN_ERR_REFUSED:
+    case TERN_ERR_PROTOCOL:
+        return TERN_HEAL_PEER;
+    case TERN_ERR_RANGE:
+        return TERN_HEAL_RANGE;
+    case TERN_ERR_UNREACHABLE:
+        return TERN_HEAL_FALLBACK;
+    case TERN_ERR_INVAL:
+    case TERN_ERR_AUTH:
+    case TERN_ERR_NO_TRANSPORT:
+    case TERN_ERR_NOT_SUPPORTED:
+    case TERN_ERR_ABI:
+    case TERN_ERR_CANCELED:
+    case TERN_ERR_CONFIG:
+        return TERN_HEAL_FATAL;
+    default: /* DEVICE, NOT_FOUND (no device up), BUSY, NOMEM, ... */
+        return TERN_HEAL_RETRY;
+    }
+}
+
+int tern_heal_drops_endpoint(int code)
+{
+    return code == TERN_ERR_DEVICE || code == TERN_ERR_CONNECT || code == TERN_ERR_CLOSED ||
+           code == TERN_ERR_IO || code == TERN_ERR_TIMEOUT;
+}

@@ -1,0 +1,87 @@
+/* core/datapath/request.h: requests, batches and slices: the state every
+ * stage of the data path shares (see docs/architecture.md, Data path).
+ *
+ * Lock: the batch lock guards its requests' state; a stage that holds a
+ * slice (tern_cslice) owns it alone until it hands it to the next stage.
+ * A request ends (COMPLETED, FAILED, TIMEOUT) once; a FAILED request is
+ * published only when its last live slice is back, so the application
+ * never sees a final status while a transport may still touch its memory. */
+#ifndef TERN_CORE_DATAPATH_REQUEST_H
+#define TERN_CORE_DATAPATH_REQUEST_H
+
+#include "engine_state.h"
+
+/* One request and its state; guarded by the batch lock. */
+typedef struct tern_req {
+    tern_request r;
+    tern_status status;
+    uint64_t transferred;
+    int error;
+    char *errmsg;          /* malloc()ed on failure, NULL otherwise */
+    int nslices;           /* slices of the first cut (test hook) */
+    int live;              /* slices the core or a transport still holds */
+    tern_status ending;    /* final status decided, published when live is 0 */
+    uint64_t deadline_ms;  /* tern_now_ms() based; 0 = none */
+} tern_req;
+
+struct tern_batch {
+    tern_engine *e;
+    size_t cap, n;
+    tern_req *reqs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    long inflight;         /* live tern_cslice of this batch (under lock) */
+};
+
+/* A slice and the core's bookkeeping (s.core points back here). */
+typedef struct tern_cslice {
+    tern_slice s;
+    tern_batch *b;
+    size_t idx;            /* request index */
+    tern_segment *seg;
+    uint64_t seg_gen;      /* seg->gen when cut */
+    uint64_t desc_gen;     /* the peer descriptor's generation when routed */
+    uint64_t offset;       /* within the request */
+    int attempt;           /* failed attempts so far; the retry count for path choice */
+    int whole;             /* not cut yet: the worker refetches, checks, cuts */
+    int refetch;           /* refetch the peer's descriptor before the next route */
+    int range;             /* the target refused the range: retry only on a newer
+                              descriptor that covers it */
+    int unreach;           /* the transport said TERN_ERR_UNREACHABLE */
+    uint64_t epoch;        /* the peer's failure epoch this slice has counted */
+    uint64_t failed_ns;    /* when the last attempt failed (a refetch that
+                              started later is fresh enough) */
+    uint64_t due_ms;       /* queued: not before this */
+    tern_xport *x;         /* transport of the last route */
+    tern_ep_ref *ref;      /* endpoint held while the transport owns it */
+    int local_dev;
+    char peer_nic_path[320];
+    struct tern_cslice *next, *prev; /* queue links */
+} tern_cslice;
+
+/* What a failure code means for healing (docs/architecture.md, Healing). */
+typedef enum tern_heal {
+    TERN_HEAL_FATAL,       /* retrying cannot fix it: fail at once */
+    TERN_HEAL_RETRY,       /* try again, maybe on another path */
+    TERN_HEAL_PEER,        /* the peer may have moved: refetch, back off, retry */
+    TERN_HEAL_RANGE,       /* retry only against a newer descriptor covering it */
+    TERN_HEAL_FALLBACK,    /* this transport cannot reach the peer: next one */
+} tern_heal;
+tern_heal tern_heal_class(int code);
+/* The endpoint is broken: drop it so the next attempt builds a new one. */
+int tern_heal_drops_endpoint(int code);
+
+/* Fail request idx (batch lock held) unless it already ended. */
+void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Live (neither ended nor ending): its slices may still move data. */
+int tern_req_active_locked(const tern_req *q);
+/* Drop one live slice of b: releases its endpoint (never closing it here:
+ * returns 1 when a worker must reap it), frees cs (lock held). */
+int tern_cslice_free_locked(tern_cslice *cs);
+/* Fail cs's request with why and drop cs (takes the batch lock). */
+void tern_cslice_fail(tern_cslice *cs, int code, const char *why);
+/* Drop cs quietly when its request already ended; returns 1 if dropped. */
+int tern_cslice_drop_if_ended(tern_cslice *cs);
+
+#endif

@@ -1,0 +1,54 @@
+/* core/engine_state.h: what an engine is made of.  Each member is an
+ * object that owns its lock and its file (xport.c, memory.c, segments.c,
+ * notify.c, datapath/); engine.c builds and tears them down in order.  The
+ * struct is here, apart from engine.c, so the files that serve the public
+ * API and the daemon (datapath/, engine_endpoint.c, engine_handler.c,
+ * notify.c, engine_error.c) can reach the objects without depending on
+ * engine.c.  No function is declared here. */
+#ifndef TERN_CORE_ENGINE_STATE_H
+#define TERN_CORE_ENGINE_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "handshake.h"
+#include "memory.h"
+#include "metadata.h"
+#include "plugin.h"
+#include "segments.h"
+#include "tern/tern.h"
+#include "xport.h"
+
+#define TERN_EXPORT __attribute__((visibility("default")))
+#define TERN_ERRMSG_MAX 1024
+
+struct tern_notes;   /* notify.c */
+struct tern_dp;      /* datapath/dispatch.c */
+struct tern_errbuf;  /* engine_error.c */
+
+struct tern_engine {
+    tern_config *cfg;
+    char server_name[300];
+    tern_plugin_set plugins;
+    tern_xport xports[TERN_DESC_MAX_TRANSPORTS]; /* loaded, in preference order */
+    size_t nxports;
+    tern_metadata *md;
+    tern_hs_server *hs;
+    struct tern_auth *auth;       /* auth_secret_file's secret, or NULL */
+
+    tern_memory mem;              /* registrations and our descriptor */
+    tern_segments segs;           /* peers */
+    struct tern_notes *notes;     /* notifications received */
+    struct tern_dp *dp;           /* the data path's workers */
+
+    /* last error: per engine and per thread (engine_error.c) */
+    pthread_key_t errkey;
+    pthread_mutex_t errlock;
+    struct tern_errbuf *errbufs;
+
+    atomic_int stopping;
+};
+
+#endif

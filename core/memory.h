@@ -1,0 +1,67 @@
+/* core/memory.h: registered memory and the local segment descriptor.
+ *
+ * The object owns its lock: readers (the cut, path choice, the handshake
+ * handler) take it shared; registering and unregistering take it exclusive
+ * and republish the descriptor before they return, so a peer sees the
+ * change on its next fetch.  Each publish carries a new generation (the
+ * descriptor's "timestamp", strictly increasing; see docs/architecture.md,
+ * Healing). */
+#ifndef TERN_CORE_MEMORY_H
+#define TERN_CORE_MEMORY_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "desc.h"
+#include "metadata.h"
+#include "xport.h"
+
+/* One registered memory range. */
+typedef struct tern_membuf {
+    uint64_t addr, len;
+    char location[TERN_LOCATION_MAX];
+    void *mr[TERN_DESC_MAX_TRANSPORTS];
+    tern_mr_keys keys[TERN_DESC_MAX_TRANSPORTS];
+} tern_membuf;
+
+typedef struct tern_memory {
+    pthread_rwlock_t lock;
+    tern_membuf *bufs;            /* sorted by addr */
+    size_t nbufs, capbufs;
+    tern_segment_desc *local_desc; /* decoded copy of local_json (path choice) */
+    char *local_json;
+    uint64_t generation;          /* of the last publish */
+    /* what the descriptor is built from (set once, read-only after) */
+    tern_xport *xports;
+    size_t nxports;
+    tern_metadata *md;
+    const char *server_name;
+} tern_memory;
+
+void tern_memory_init(tern_memory *m);
+/* What the descriptor is built from, once the transports and the metadata
+ * backend are up (before the first publish). */
+void tern_memory_bind(tern_memory *m, tern_xport *xports, size_t nxports, tern_metadata *md,
+                      const char *server_name);
+/* Deregisters everything and destroys the lock; no unpublish (the engine
+ * does that). */
+void tern_memory_fini(tern_memory *m);
+
+int tern_memory_register(tern_memory *m, void *addr, size_t len, const char *location,
+                         char *err, size_t errlen);
+int tern_memory_unregister(tern_memory *m, void *addr, char *err, size_t errlen);
+/* Rebuild and publish the descriptor (takes the lock). */
+int tern_memory_publish(tern_memory *m, char *err, size_t errlen);
+/* A malloc()ed copy of the published JSON, or NULL. */
+char *tern_memory_json(tern_memory *m);
+int tern_memory_published(tern_memory *m);
+
+/* With the lock held (shared is enough): */
+void tern_memory_rdlock(tern_memory *m);
+void tern_memory_unlock(tern_memory *m);
+const tern_membuf *tern_memory_find_locked(const tern_memory *m, uint64_t addr);
+/* Bytes of [addr, addr+len) covered by adjacent buffers from addr. */
+uint64_t tern_memory_covered_locked(const tern_memory *m, uint64_t addr, uint64_t len);
+
+#endif

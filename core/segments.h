@@ -1,0 +1,109 @@
+/* core/segments.h: the peers' segments this engine opened, their
+ * descriptors and what healing needs per peer.
+ *
+ * Locks: `lock` of the table guards the slots; each segment's rwlock
+ * guards its descriptor, negotiated transport and generation (the data
+ * path reads them shared); `heal_lock` serialises refetches of one peer.
+ * Segment structs live until the engine goes: close only drops the
+ * descriptor, so a slice racing a close sees "closed", not freed memory.
+ *
+ * Healing (docs/architecture.md): a refetch attaches the peer's current
+ * descriptor; a newer generation (the descriptor's timestamp) drops every
+ * endpoint to the peer so the next slice connects to what the new
+ * descriptor says.  A transport that reports TERN_ERR_UNREACHABLE for the
+ * peer is skipped from then on (until the peer publishes a new
+ * generation) and negotiation moves to the next common one.  Failures
+ * push the peer's next allowed attempt out (backoff), successes reset it. */
+#ifndef TERN_CORE_SEGMENTS_H
+#define TERN_CORE_SEGMENTS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "desc.h"
+#include "metadata.h"
+#include "tern/tern.h"
+#include "xport.h"
+
+struct tern_cslice; /* datapath/request.h */
+
+#define TERN_MAX_SEGMENTS 4096
+#define TERN_REFETCH_MIN_MS 100   /* at most one descriptor fetch per peer per this */
+#define TERN_BACKOFF_MIN_MS 20    /* first wait after a failed attempt */
+#define TERN_BACKOFF_MAX_MS 500   /* the wait doubles up to this */
+
+typedef struct tern_segment {
+    int used;
+    char name[256];
+    uint64_t gen;                 /* bumped on every open: a reused slot is
+                                     not the segment a slice was cut for */
+    pthread_rwlock_t lock;        /* desc, st, xport, desc_gen, unreachable */
+    tern_segment_desc *desc;
+    const tern_seg_transport *st;
+    int xport;                    /* index into the transports */
+    uint64_t desc_gen;            /* generation of desc (its timestamp) */
+    uint32_t unreachable;         /* bit i: transport i cannot reach the peer */
+    pthread_mutex_t heal_lock;    /* one refetch at a time; last_fetch_ns */
+    uint64_t last_fetch_ns;
+    pthread_mutex_t park_lock;    /* connecting, parked */
+    int connecting;               /* a worker is connecting to the peer */
+    struct tern_cslice *parked;   /* slices waiting for that connect's outcome */
+    _Atomic int fails;            /* consecutive failed attempts */
+    _Atomic uint64_t fail_epoch;  /* failed attempts (one per backoff window): a
+                                     slice that waited meanwhile shares them */
+    int fail_code;                /* the last one's code and reason (park_lock) */
+    char fail_why[256];
+    _Atomic uint64_t retry_at_ms; /* no new attempt before (0: now) */
+} tern_segment;
+
+typedef struct tern_segments {
+    pthread_mutex_t lock;
+    tern_segment *segs[TERN_MAX_SEGMENTS];
+    tern_xport *xports;
+    size_t nxports;
+    tern_metadata *md;
+    const tern_config *cfg;
+} tern_segments;
+
+void tern_segments_init(tern_segments *t);
+void tern_segments_bind(tern_segments *t, tern_xport *xports, size_t nxports,
+                        tern_metadata *md, const tern_config *cfg);
+void tern_segments_fini(tern_segments *t);
+
+tern_segment_id tern_segments_open(tern_segments *t, const char *name, char *err,
+                                   size_t errlen);
+/* Drops the descriptor and every endpoint to the peer. */
+int tern_segments_close(tern_segments *t, tern_segment_id id, char *err, size_t errlen);
+tern_segment *tern_segments_get(tern_segments *t, tern_segment_id id);
+/* The descriptor as JSON (malloc()ed) or NULL. */
+char *tern_segments_json(tern_segment *s);
+/* Name of the transport negotiated for s. */
+const char *tern_segments_transport(tern_segments *t, tern_segment *s);
+/* A copy of the peer's address blob for transport xname (or an empty one)
+ * when we have its segment open: what a passive endpoint gets. */
+tern_desc *tern_segments_peer_blob(tern_segments *t, const char *peer, const char *xname);
+
+/* Fetch the descriptor again unless a fetch started after since_ns
+ * (tern_now_ns; 0: always).  At most one fetch per TERN_REFETCH_MIN_MS per
+ * peer: inside that window it fetches nothing and returns
+ * TERN_REFETCH_LATER with the time to come back in *later_ms.  Else 1 when
+ * a newer generation was attached, 0 when it is unchanged (or fresh
+ * enough), or an error with the reason in err. */
+#define TERN_REFETCH_LATER 2
+int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
+                         uint64_t *later_ms, char *err, size_t errlen);
+/* Transport xport said TERN_ERR_UNREACHABLE for s: negotiate again without
+ * it.  0 when another transport took over (logged once), else
+ * TERN_ERR_NO_TRANSPORT with the reason. */
+int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char *err,
+                             size_t errlen);
+/* Backoff: a failed attempt pushes the next one out (once per window) and
+ * returns the failure epoch; a success resets the backoff. */
+uint64_t tern_segment_failed(tern_segment *s, int code, const char *why);
+/* The last failure's code and reason, for slices that shared it. */
+int tern_segment_fail_reason(tern_segment *s, char *why, size_t whylen);
+void tern_segment_ok(tern_segment *s);
+
+#endif
