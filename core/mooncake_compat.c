@@ -5,8 +5,10 @@
  * ordinary decoder (desc.c) reads it, this file rewrites the parsed JSON
  * in place into what tern's decoder expects, so there is one decoder and
  * one set of checks:
- *   - "timestamp" as a string (Mooncake writes local time as text):
- *     dropped; tern does not use a peer's timestamp.
+ *   - "timestamp" as a string (Mooncake writes its local time as text, new
+ *     at every fetch): replaced by a 64-bit hash of the rest of the
+ *     descriptor, so tern's generation check (segments.c) sees a change
+ *     exactly when the content changed.
  *   - a buffer "name" longer than a location (Mooncake's TCP transport
  *     puts the segment name there): replaced by "*", the location that
  *     stands for "unknown".
@@ -98,6 +100,17 @@ static json_object *tcp_addr(json_object *root)
     return a;
 }
 
+/* FNV-1a of the descriptor's text (timestamp removed): tern's generation
+ * of a peer descriptor, which changes exactly when the content does. */
+static uint64_t content_hash(json_object *root)
+{
+    const char *txt = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)txt; p && *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h ? h : 1;
+}
+
 int tern_mooncake_desc_is(const json_object *root)
 {
     return root && json_object_is_type(root, json_type_object) &&
@@ -109,8 +122,10 @@ void tern_mooncake_desc_normalize(json_object *root)
     if (!tern_mooncake_desc_is(root))
         return;
     json_object *ts = get(root, "timestamp");
-    if (ts && json_object_is_type(ts, json_type_string))
+    if (ts && !json_object_is_type(ts, json_type_int)) {
         json_object_object_del(root, "timestamp");
+        json_object_object_add(root, "timestamp", json_object_new_uint64(content_hash(root)));
+    }
     json_object *proto = get(root, "protocol");
     int tcp = proto && json_object_is_type(proto, json_type_string) &&
               strcmp(json_object_get_string(proto), "tcp") == 0 && !get(root, "priority_matrix") &&

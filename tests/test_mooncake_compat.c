@@ -67,6 +67,23 @@ Test(mooncake_desc, v0310_tcp_read_as_is)
     tern_segment_desc_free(d);
 }
 
+Test(mooncake_desc, string_timestamp_becomes_a_content_generation)
+{
+    char other_time[1024], other_buf[1024];
+    snprintf(other_time, sizeof other_time, "%s", mc_0310);
+    memcpy(strstr(other_time, "23:28:04"), "23:29:59", 8);
+    snprintf(other_buf, sizeof other_buf, "%s", mc_0310);
+    memcpy(strstr(other_buf, "67108864"), "67108800", 8);
+    tern_segment_desc *a = decode_ok(mc_0310), *b = decode_ok(other_time),
+                      *c = decode_ok(other_buf);
+    cr_assert_neq(a->timestamp, 0);
+    cr_assert_eq(a->timestamp, b->timestamp, "same content, another time: same generation");
+    cr_assert_neq(a->timestamp, c->timestamp, "another buffer: a new generation");
+    tern_segment_desc_free(a);
+    tern_segment_desc_free(b);
+    tern_segment_desc_free(c);
+}
+
 Test(mooncake_desc, v0312_advertises_format_2)
 {
     tern_segment_desc *d = decode_ok(mc_0312);
