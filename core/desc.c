@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mooncake_compat.h"
+#include "mooncake_desc.h"
 #include "topology.h"
 #include "util.h"
 
@@ -667,7 +667,7 @@ int tern_segment_desc_decode(const char *json, size_t len, tern_segment_desc **o
     int rc = parse_object(json, len, &root, err, errlen);
     if (rc)
         return rc;
-    tern_mooncake_desc_normalize(root); /* see docs/protocol.md, Mooncake compatibility */
+    tern_mooncake_desc_normalize(root, TERN_LOCATION_MAX); /* see docs/protocol.md, Mooncake compatibility */
     tern_segment_desc *d = calloc(1, sizeof *d);
     if (!d) {
         json_object_put(root);

@@ -1,15 +1,7 @@
-/* core/mooncake_compat.h: Mooncake-shaped segment descriptors rewritten
- * into tern's shape before decoding (mooncake_compat.c; docs/protocol.md,
- * "Mooncake compatibility"). */
+/* core/mooncake_compat.h: a Mooncake Transfer Engine's handshake bodies
+ * (mooncake_compat.c; docs/protocol.md, "Mooncake compatibility"). */
 #ifndef TERN_CORE_MOONCAKE_COMPAT_H
 #define TERN_CORE_MOONCAKE_COMPAT_H
-
-struct json_object;
-
-/* 1 when the parsed descriptor is in Mooncake's shape (no "transports"). */
-int tern_mooncake_desc_is(const struct json_object *root);
-/* Rewrite a Mooncake-shaped descriptor in place (no-op otherwise). */
-void tern_mooncake_desc_normalize(struct json_object *root);
 
 /* The transport a Connection request is for: its "transport" key, or for a
  * Mooncake peer (no such key) the one its fields imply. */

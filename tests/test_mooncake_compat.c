@@ -13,6 +13,7 @@
 
 #include "desc.h"
 #include "mooncake_compat.h"
+#include "mooncake_desc.h"
 #include "tern/errors.h"
 #include "topology.h"
 #include "../transports/tcp/tcp_mooncake.h"
