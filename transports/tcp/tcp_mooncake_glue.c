@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_mooncake.h"
 
@@ -30,29 +29,27 @@ typedef struct tcp_mc_gep {
 
 /* ---- hooks ------------------------------------------------------------------ */
 
-/* The registration table's read lock is held for the whole request: a
- * deregistration waits for it, so no byte lands in memory given back. */
+/* A request pins its range (a deregistration waits for it up to
+ * unregister_wait_ms, then revokes it) and brackets each system call on
+ * that memory with io_begin/io_end, as tern's own target does. */
 static void *hook_pin(void *arg, uint64_t addr, uint64_t len)
 {
     tcp_ctx *ctx = arg;
-    pthread_rwlock_rdlock(&ctx->mr_lock);
-    if (tcp_mr_find(ctx, addr, len)) {
-        atomic_fetch_add(&ctx->st_req_served, 1);
-        return ctx;
-    }
-    pthread_rwlock_unlock(&ctx->mr_lock);
-    atomic_fetch_add(&ctx->st_refused, 1);
-    return NULL;
+    tcp_mr *m = tcp_mr_pin(ctx, addr, len);
+    atomic_fetch_add(m ? &ctx->st_req_served : &ctx->st_refused, 1);
+    return m;
 }
 
 static void hook_unpin(void *arg, void *pin)
 {
-    tcp_ctx *ctx = arg;
-    (void)pin;
-    pthread_rwlock_unlock(&ctx->mr_lock);
+    (void)arg;
+    tcp_mr_unpin(pin);
 }
 
-static void hook_complete(void *arg, tern_slice *s) { tcp_cq_push(arg, s, s, 1); }
+static int hook_io_begin(void *pin) { return tcp_mr_io_begin(pin); }
+static void hook_io_end(void *pin) { tcp_mr_io_end(pin); }
+
+static void hook_complete(void *arg, tern_slice *s) { tcp_complete(arg, s); }
 
 static void hook_log(void *arg, int level, const char *msg) { tcp_log(arg, level, "%s", msg); }
 
@@ -61,6 +58,7 @@ static void hook_tune(void *arg, int fd) { tcp_sock_tune(arg, fd); }
 static tcp_mc_hooks hooks_of(tcp_ctx *ctx)
 {
     tcp_mc_hooks h = {.arg = ctx, .pin = hook_pin, .unpin = hook_unpin,
+                      .io_begin = hook_io_begin, .io_end = hook_io_end,
                       .complete = hook_complete, .log = hook_log, .tune = hook_tune,
                       .io_timeout_ms = ctx->io_timeout_ms,
                       .max_conns = ctx->opt_max_server_conns};
@@ -73,7 +71,7 @@ int tcp_mc_start(tcp_ctx *ctx, char *err, size_t errlen)
 {
     if (ctx->opt_mc_port < 0)
         return 0;
-    if (tcp_auth_enabled(ctx)) /* the format has no way to prove the secret */
+    if (ctx->auth) /* the format has no way to prove the secret */
         return tcp_errf(err, errlen, TERN_ERR_CONFIG,
                         "transports.tcp.mooncake_port: Mooncake's data format cannot prove "
                         "the shared secret of auth_secret_file; turn one of them off");
