@@ -61,7 +61,9 @@ static tcp_mc_hooks hooks_of(tcp_ctx *ctx)
                       .io_begin = hook_io_begin, .io_end = hook_io_end,
                       .complete = hook_complete, .log = hook_log, .tune = hook_tune,
                       .io_timeout_ms = ctx->io_timeout_ms,
-                      .max_conns = ctx->opt_max_server_conns};
+                      /* a thread each: a few hundred at most */
+                      .max_conns = ctx->opt_max_server_conns < 256 ? ctx->opt_max_server_conns
+                                                                   : 256};
     return h;
 }
 
