@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mooncake_desc.h"
 #include "topology.h"
 #include "util.h"
 
@@ -353,6 +354,9 @@ char *tern_segment_desc_encode(const tern_segment_desc *d)
     json_object_object_add(root, "buffers", bufs);
     json_object_object_add(root, "priority_matrix", matrix_json(t0 ? t0->topology : NULL));
     json_object_object_add(root, "tcp_data_port", json_object_new_uint64(d->tcp_data_port));
+    if (d->tcp_proto_version)
+        json_object_object_add(root, "tcp_proto_version",
+                               json_object_new_uint64(d->tcp_proto_version));
     json_object_object_add(root, "timestamp", json_object_new_uint64(d->timestamp));
     json_object *ts = json_object_new_array_ext(d->ntransports ? (int)d->ntransports : 1);
     for (size_t i = 0; i < d->ntransports; i++) {
@@ -663,6 +667,7 @@ int tern_segment_desc_decode(const char *json, size_t len, tern_segment_desc **o
     int rc = parse_object(json, len, &root, err, errlen);
     if (rc)
         return rc;
+    tern_mooncake_desc_normalize(root, TERN_LOCATION_MAX); /* see docs/protocol.md, Mooncake compatibility */
     tern_segment_desc *d = calloc(1, sizeof *d);
     if (!d) {
         json_object_put(root);

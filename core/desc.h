@@ -76,6 +76,8 @@ typedef struct tern_segment_desc {
     size_t nbuffers;
     tern_seg_transport *transports;    /* in the owner's preference order */
     size_t ntransports;
+    uint8_t tcp_proto_version;         /* encoded when non-zero: Mooncake's data
+                                          format version at tcp_data_port */
 } tern_segment_desc;
 
 /* Encode to JSON text (malloc()ed). */

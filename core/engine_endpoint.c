@@ -27,6 +27,7 @@
  * (the peer reconnecting after a failure) only once the segment the frame
  * names confirmed sending it (peer_check.h), and logs the replacement. */
 #include "engine_endpoint.h"
+#include "mooncake_compat.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -169,6 +170,7 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
     if (rc)
         return tern_errf(a->err, a->errlen, rc, "handshake with %s: bad reply: %s",
                          a->seg->name, msg);
+    tern_mooncake_handshake_fill(hd, a->seg->st); /* docs/protocol.md, Mooncake compatibility */
     return 0;
 }
 
@@ -485,6 +487,8 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
         return refusal("bad handshake descriptor: %s", msg);
     passive_ctx p = {.e = e, .hd = &hd};
     char *reply;
+    if (!hd.transport[0]) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
+        tern_strlcpy(hd.transport, tern_mooncake_infer_transport(&hd), sizeof hd.transport);
     if (!(p.x = xport_named(e, hd.transport)))
         reply = refusal("transport '%s' is not loaded on %s", hd.transport[0] ? hd.transport
                                                                               : "(none named)",

@@ -44,6 +44,7 @@ static char *probe_reply(tern_engine *e)
     json_object *o = json_object_new_object();
     json_object_object_add(o, "ok", json_object_new_boolean(1));
     json_object_object_add(o, "name", json_object_new_string(e->server_name));
+    json_object_object_add(o, "status", json_object_new_string("success")); /* Mooncake's */
     return json_dup(o);
 }
 
@@ -65,15 +66,24 @@ static char *notify_reply(tern_engine *e, const char *json, size_t len, int *rc)
     const char *from = o ? str_member(o, "from") : NULL;
     const char *name = o ? str_member(o, "name") : NULL;
     const char *msg = o ? str_member(o, "msg") : NULL;
+    /* Mooncake's shape: {name, notify_msg}, no sender (docs/protocol.md,
+     * Mooncake compatibility); tern's {from, name, msg} */
+    const char *mc_msg = o ? str_member(o, "notify_msg") : NULL;
+    if (!msg && mc_msg && !from) {
+        msg = mc_msg;
+        from = "";
+    }
     char *reply;
     if (!from || !name || !msg || strlen(msg) > TERN_NOTIFY_MAX) {
         *rc = TERN_ERR_PROTOCOL;
-        reply = error_reply("notify: expected {\"from\", \"name\", \"msg\"} strings, msg at "
-                            "most 4096 bytes");
+        reply = error_reply("notify: expected {\"from\", \"name\", \"msg\"} or {\"name\", "
+                            "\"notify_msg\"} strings, msg at most 4096 bytes");
     } else {
         tern_notes_push(e->notes, from, name, msg);
         json_object *ok = json_object_new_object();
         json_object_object_add(ok, "ok", json_object_new_boolean(1));
+        json_object_object_add(ok, "name", json_object_new_string(""));  /* Mooncake's reply */
+        json_object_object_add(ok, "notify_msg", json_object_new_string("success"));
         reply = json_dup(ok);
     }
     json_object_put(o);

@@ -108,6 +108,9 @@ TERN_EXPORT int tern_notify_send(tern_engine *e, tern_segment_id id, const char 
     json_object_object_add(o, "from", json_object_new_string(e->server_name));
     json_object_object_add(o, "name", json_object_new_string(name));
     json_object_object_add(o, "msg", json_object_new_string(msg));
+    /* the same message in Mooncake's shape, for a Mooncake receiver
+     * (docs/protocol.md, Mooncake compatibility) */
+    json_object_object_add(o, "notify_msg", json_object_new_string(msg));
     const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     char *reply = NULL, err[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;

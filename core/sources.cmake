@@ -16,6 +16,8 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/log.c
   ${CMAKE_CURRENT_LIST_DIR}/memory.c
   ${CMAKE_CURRENT_LIST_DIR}/metadata.c
+  ${CMAKE_CURRENT_LIST_DIR}/mooncake_compat.c
+  ${CMAKE_CURRENT_LIST_DIR}/mooncake_desc.c
   ${CMAKE_CURRENT_LIST_DIR}/negotiate.c
   ${CMAKE_CURRENT_LIST_DIR}/notify.c
   ${CMAKE_CURRENT_LIST_DIR}/peer_check.c

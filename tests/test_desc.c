@@ -214,7 +214,10 @@ Test(segment, refusals_name_the_key)
     refuse(HEAD "\"buffers\":[{\"name\":\"cpu:0\",\"addr\":0,\"length\":100},"
                 "{\"name\":\"cpu:0\",\"addr\":50,\"length\":100}]}",
            "overlaps");
-    refuse(HEAD "\"buffers\":[{\"name\":\"cpu:0-this-location-is-far-too-long-for-it\","
+    /* (tern's shape: a Mooncake-shaped descriptor, without "transports",
+     * may carry long names; see test_mooncake_compat.c) */
+    refuse(HEAD "\"transports\":[],"
+                "\"buffers\":[{\"name\":\"cpu:0-this-location-is-far-too-long-for-it\","
                 "\"addr\":0,\"length\":1}]}",
            "buffers[0].name: string of 42 bytes, at most 31");
     refuse(HEAD "\"buffers\":[{\"name\":\"cpu:0\",\"addr\":0,\"length\":1,"

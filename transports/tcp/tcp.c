@@ -130,6 +130,9 @@ static const tern_option tcp_options[] = {
      "SO_SNDBUF of data connections (0 = kernel autotuning)"},
     {"rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
      "SO_RCVBUF of data connections (0 = kernel autotuning)"},
+    {"mooncake_port", TERN_OPT_INT, -1, 65535, NULL, "-1",
+     "port serving Mooncake-format initiators (-1 = off, 0 = ephemeral); published as "
+     "tcp_data_port"},
     {"max_server_connections", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",
      "incoming data connections served at once"},
     {"max_unproven", TERN_OPT_INT, 1, 1 << 20, NULL, "256",
@@ -186,6 +189,7 @@ static void host_of_server_name(const char *name, char *out, size_t outlen)
 static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
 {
     ctx->opt_port = (int)opt_int(ctx, "port", 0);
+    ctx->opt_mc_port = (int)opt_int(ctx, "mooncake_port", -1);
     ctx->opt_nconn = (int)opt_int(ctx, "connections", 4);
     ctx->opt_slice_size = (uint64_t)opt_int(ctx, "slice_size", 1 << 20);
     ctx->opt_sndbuf = (int)opt_int(ctx, "sndbuf", 0);
@@ -340,6 +344,8 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
         rc = tcp_workers_start(ctx, err, errlen);
     if (rc == 0) {
         rc = tcp_server_start(ctx, err, errlen);
+        if (rc == 0)
+            rc = tcp_mc_start(ctx, err, errlen); /* Mooncake's format, tcp_mooncake_glue.c */
         if (rc)
             tcp_workers_stop(ctx);
     }
@@ -370,6 +376,7 @@ static void tcp_fini(void *vctx)
             break;
         tcp_ep_close(ep);
     }
+    tcp_mc_stop(ctx);
     tcp_workers_stop(ctx);
     tcp_ctx_free(ctx);
 }
@@ -559,6 +566,8 @@ static int tcp_segment_describe(void *vctx, tern_desc *out)
     int rc = ctx->host.desc_set_str(out, "host", ctx->adv_host);
     if (rc == 0)
         rc = ctx->host.desc_set_u64(out, "port", (uint64_t)ctx->lport);
+    if (rc == 0)
+        rc = tcp_mc_describe(ctx, out);
     return rc;
 }
 
@@ -604,11 +613,11 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .mr_register = tcp_mr_register,
     .mr_deregister = tcp_mr_deregister,
     .segment_describe = tcp_segment_describe,
-    .ep_open = tcp_ep_open,
+    .ep_open = tcp_any_ep_open,
     .ep_describe = NULL, /* no handshake fields: the segment blob says everything */
-    .ep_connect = tcp_ep_connect,
-    .ep_close = tcp_ep_close,
-    .submit = tcp_submit,
+    .ep_connect = tcp_any_ep_connect,
+    .ep_close = tcp_any_ep_close,
+    .submit = tcp_any_submit,
     .poll = NULL, /* slices come back through the host service complete() */
     .ep_reset = NULL,
     .query = tcp_query,

@@ -108,6 +108,7 @@ typedef struct tcp_conn {
 /* An endpoint: up to `connections` connections to one peer's data port;
  * one is open from ep_connect on, more while the queue is deep. */
 typedef struct tcp_ep {
+    int wire;                        /* TCP_WIRE_TERN (0); see tcp_mooncake_glue.c */
     struct tcp_ctx *ctx;
     char host[TCP_HOST_MAX];
     uint16_t port;
@@ -174,6 +175,11 @@ typedef struct tcp_ctx {
 
     tcp_ratelim rl_refuse, rl_auth, rl_garbage, rl_slow;
 
+    /* Mooncake's format (tcp_mooncake_glue.c): its own listener, its endpoints */
+    int opt_mc_port;                 /* -1: off */
+    struct tcp_mc_server *mc_srv;
+    struct tcp_mc_gep *mc_eps;       /* guarded by ep_mu */
+
     /* counters for query() */
     atomic_uint_fast64_t st_req_served, st_refused, st_bytes_in, st_bytes_out;
     atomic_uint_fast64_t st_conn_broken, st_connects, st_evicted, st_slow_cut;
@@ -225,5 +231,15 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
 int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen);
 void tcp_ep_close(void *vep);
 int tcp_submit(void *vep, tern_slice *const *slices, int n);
+
+/* tcp_mooncake_glue.c: Mooncake's data format wired into the transport */
+enum { TCP_WIRE_TERN = 0, TCP_WIRE_MOONCAKE = 1 };
+int tcp_mc_start(tcp_ctx *ctx, char *err, size_t errlen);
+void tcp_mc_stop(tcp_ctx *ctx);
+int tcp_mc_describe(tcp_ctx *ctx, tern_desc *out);
+int tcp_any_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
+int tcp_any_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen);
+void tcp_any_ep_close(void *vep);
+int tcp_any_submit(void *vep, tern_slice *const *slices, int n);
 
 #endif
