@@ -1,5 +1,5 @@
 /* core/auth.h: optional shared-secret authentication (config key
- * auth_secret_file).  Owner: auth.c (hardening).
+ * auth_secret_file).
  *
  * Both directions prove knowledge of the secret with HMAC-SHA256 over two
  * fresh random nonces (challenge/response), compared in constant time.  A

@@ -57,7 +57,7 @@ struct tern_plugin_host {
     size_t nkv;
     char server_name[256];
     char sysfs_root[PATH_MAX];
-    struct tern_auth *auth;    /* auth_secret_file's secret (hardening) */
+    struct tern_auth *auth;    /* auth_secret_file's secret */
     int auth_failed;           /* configured but unreadable: every proof fails */
     void (*complete)(tern_slice *slice); /* the core's completion entry point */
 };

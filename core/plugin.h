@@ -1,5 +1,5 @@
 /* core/plugin.h: finding, opening and checking transport plugins.
- * Owner: plugin.c.  Search order: the entry's `path`, $TERN_PLUGIN_PATH,
+ * Search order: the entry's `path`, $TERN_PLUGIN_PATH,
  * `plugin_path`, the build or install plugin directory.  Each candidate's
  * outcome is recorded for tern-info and for error messages. */
 #ifndef TERN_CORE_PLUGIN_H

@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   # build
   gcc make cmake pkg-config clang
-  # libraries (SPEC.md section 1)
+  # libraries
   libibverbs-dev libfabric-dev libnuma-dev libjson-c-dev libyaml-dev
   libcriterion-dev libhiredis-dev libcurl4-openssl-dev libssl-dev
   # real services and peers the tests start on loopback

@@ -1,4 +1,4 @@
-# Hardening tests (issue 8): hostile peers, authentication, faults.
+# Hardening tests: hostile peers, authentication, faults.
 # tern-test-fault-peer is a target engine in its own process (killed by
 # test_faults, given a secret by test_auth).  Every test here needs the tcp
 # transport plugin built.

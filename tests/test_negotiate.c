@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* engine.h needs pthread_rwlock_t */
-/* Transport negotiation (SPEC.md section 9): the first transport in the
+/* Transport negotiation (docs/topology.md, Transport negotiation): the first transport in the
  * local preference order that loaded here and that the peer speaks. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,7 +1,6 @@
 /* Unit tests for the pure parts of the RDMA transport (transports/rdma/
  * rdma_attr.c): MTU clamp, GID choice from a given table, GID text forms,
- * and the exact ibv_qp_attr + mask of each QP transition (SPEC.md section
- * 5).  No RDMA device is needed; the VM suite (tests/rdma.cmake) runs the
+ * and the exact ibv_qp_attr + mask of each QP transition (docs/rdma.md).  No RDMA device is needed; the VM suite (tests/rdma.cmake) runs the
  * same code against Soft-RoCE. */
 #if __has_include(<infiniband/verbs.h>)
 #include <criterion/criterion.h>

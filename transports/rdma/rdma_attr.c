@@ -1,6 +1,6 @@
 /* transports/rdma: the pure parts (see rdma_internal.h).  No device calls
  * here: everything is a function of its arguments, so the unit tests can
- * check the exact attributes SPEC.md section 5 asks for. */
+ * check the exact attributes docs/rdma.md lists. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
