@@ -40,10 +40,17 @@ static tern_engine *engine_alloc(void)
         free(e);
         return NULL;
     }
-    tern_memory_init(&e->mem);
+    e->cuda = tern_cuda_create();
+    if (!e->cuda) {
+        tern_engine_error_fini(e);
+        free(e);
+        return NULL;
+    }
+    tern_memory_init(&e->mem, e->cuda);
     tern_segments_init(&e->segs);
     e->notes = tern_notes_create();
     if (!e->notes) {
+        tern_cuda_destroy(e->cuda);
         tern_engine_error_fini(e);
         free(e);
         return NULL;
@@ -217,6 +224,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_plugins_unload(&e->plugins);
     tern_config_free(e->cfg);
     tern_auth_free(e->auth);
+    tern_cuda_destroy(e->cuda);
     tern_engine_error_fini(e);
     free(e);
 }

@@ -78,6 +78,11 @@ extern "C" {
 #define TERN_CAP_HANDSHAKE (1ULL << 2)     /* endpoints need the handshake exchange;
                                               without it ep_connect gets peer == NULL */
 #define TERN_CAP_MULTI_DEVICE (1ULL << 4)  /* several devices: use the topology */
+#define TERN_CAP_GPU_DIRECT (1ULL << 6)    /* takes GPU device addresses in slices and
+                                              mr_register (e.g. dma-buf); without it the
+                                              core stages GPU memory through pinned host
+                                              buffers and the plugin only ever sees host
+                                              addresses (docs/gpu.md) */
 /* No longer read by the core (kept so plugins written for 1.0 compile):
  * the core checks remote ranges against the peer's descriptor whatever the
  * transport does, and a transport that cannot reach a peer says so with
