@@ -16,7 +16,7 @@
 # spends less CPU per byte than iperf3.  Environment: STREAMS, OPS ("write read"), SECONDS_PER_RUN (5),
 # POOL: "streams" (default: the initiator opens as many TCP connections as
 # iperf3 has streams, transports.tcp.connections = N, so both sides use the
-# same number of sockets and threads), REPEAT (1; e.g. 3 alternates the
+# same number of sockets), REPEAT (1; e.g. 3 alternates the
 # runs and reports medians, which steadies a noisy machine) or "default" (the transport's default
 # pool of 4 connections per peer; on a loaded machine more threads also
 # means a bigger share of the CPU, so that ratio flatters tern).

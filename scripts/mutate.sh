@@ -51,7 +51,7 @@ simultaneous-open-no-tiebreak | - | int refuse = \Kc && strcmp\(c->local_nic_pat
 simultaneous-open-no-replace | - | if \(rc == TERN_ERR_EXISTS && \Ka->c->yielded\) | 0) | test_endpoint | endpoint/simultaneous_open_ends_with_one_connection
 # -- tcp transport: socket options, the target's own range check
 tcp-socket-options-ignored | - | void tcp_sock_tune\(tcp_ctx \*ctx, int fd\)\n\{\n\K(?=    int one = 1;) | return; | test_tcp_transport | tcp_transport/options_are_honoured
-tcp-target-range-one-byte | quick | tcp_mr_find\(st->ctx, q\.addr, \Kq\.length(?=\)\)) | 1 | test_tcp_integration | tcp_integration/unregistered_remote_addresses_refused
+tcp-target-range-one-byte | quick | c->mr = q\.length \? tcp_mr_pin\(ctx, q\.addr, \Kq\.length(?=\) : NULL;) | 1 | test_tcp_integration | tcp_integration/unregistered_remote_addresses_refused
 # -- range checks: the initiator's descriptor lookup ignores the length
 range-initiator-ignores-length | - | return off <= b->length \K&& len <= b->length - off(?= \? b : NULL;) | && 1 | test_desc | segment/find_buffer_is_exact_and_overflow_safe
 # -- descriptors: overlapping buffers accepted; a refusal without its message

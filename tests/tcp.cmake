@@ -1,4 +1,4 @@
-# TCP transport tests (tcp engineer): the integration test drives a target
+# TCP transport tests: the integration test drives a target
 # engine in a separate process, tests/helpers/tcp_peer.c.
 add_executable(tern-test-tcp-peer ${CMAKE_CURRENT_SOURCE_DIR}/helpers/tcp_peer.c)
 target_link_libraries(tern-test-tcp-peer PRIVATE tern)
@@ -8,3 +8,8 @@ endif()
 if(TARGET test_tcp_transport)
   add_dependencies(test_tcp_transport tern_transport_tcp)
 endif()
+foreach(t test_tcp_pool test_tcp_hostile)
+  if(TARGET ${t})
+    add_dependencies(${t} tern_transport_tcp)
+  endif()
+endforeach()

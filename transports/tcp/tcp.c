@@ -1,31 +1,31 @@
 /* transports/tcp/tcp.c: the TCP transport ("tcp"), the fallback that works
- * everywhere.  Wire format: see the comment at the top of tcp_wire.h
- * (fixed 32-byte little-endian request header + WRITE data; 24-byte reply
- * header for every request + READ data; replies in request order).
+ * everywhere.  Wire format: docs/protocol.md, "TCP data frames" (fixed
+ * 32-byte little-endian request header + WRITE data; 24-byte reply header
+ * for every request + READ data; replies in request order).
  *
  * Shape:
+ *  - A fixed pool of `io_threads` I/O threads (tcp_loop.c; default: one per
+ *    online CPU) serves every socket of the instance, target and initiator
+ *    side alike, with epoll and non-blocking sockets.  Threads do not grow
+ *    with peers: a peer costs a socket and a few hundred bytes per side.
+ *    Chosen over a thread per connection (the previous design) after
+ *    measuring both with bench/peers.sh: the copy still spreads over cores
+ *    because one peer's connections sit on different threads, and a
+ *    stranger that holds a connection open costs a socket, not a thread.
  *  - Target side (tcp_server.c): one data port per plugin instance
  *    (option `port`, 0 = ephemeral), advertised by segment_describe as
- *    {"host", "port"}.  An accept thread hands each connection to its own
- *    thread that serves requests one after the other with blocking I/O,
- *    straight between the socket and registered memory.  Thread per
- *    connection rather than an epoll loop: each connection's copy runs on
- *    its own core (the copy IS the cost on TCP), the code stays a straight
- *    line, and a slow peer never stalls another.  Replies to WRITEs are
- *    coalesced while more requests are already waiting in the socket.
- *  - Initiator side (tcp_client.c): an endpoint is a pool of `connections`
- *    persistent connections to one peer, opened by ep_connect and re-opened
- *    on the next use after one breaks.  Each connection has one thread with
- *    a non-blocking socket that pipelines: it sends queued requests
- *    (sendmsg of header + data straight from registered memory, many per
- *    call) and reads replies (straight into registered memory for READ) as
- *    the socket allows.  submit() only queues a slice on the least loaded
- *    connection and never blocks on the network.
- *  - Completions go to one queue per plugin instance (mutex + condvar);
- *    poll() drains it.
- *  - Registered ranges: a sorted array under a rwlock.  The target holds
- *    the read lock from the range check to the end of the transfer, so
- *    mr_deregister returns only when no transfer touches the range.
+ *    {"host", "port"}; each connection is a small state machine moving data
+ *    straight between the socket and registered memory, with budgets for
+ *    strangers and a progress deadline.
+ *  - Initiator side (tcp_client.c): an endpoint opens one connection and
+ *    more (up to `connections`) while its queue is deep; submit() sends
+ *    from the caller's thread when the socket is free, the I/O thread reads
+ *    the replies and hands each slice to the core with the host service
+ *    complete() at once (no queue, no poll).
+ *  - Registered ranges: a sorted array under a rwlock held only to look up
+ *    or change it.  A transfer pins its range; deregistration waits for the
+ *    transfers on that range only, up to unregister_wait_ms, then revokes
+ *    the range so no further byte is moved there.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_wire.h"
 #include "tern/tern.h"
@@ -117,7 +118,11 @@ static const tern_option tcp_options[] = {
     {"bind", TERN_OPT_STRING, 0, 0, NULL, NULL,
      "address the data port binds (default: the host of the engine's server name)"},
     {"connections", TERN_OPT_INT, 1, 64, NULL, "4",
-     "persistent connections per peer, used in parallel"},
+     "most connections per peer: one is opened first, more while its queue is deep"},
+    {"io_threads", TERN_OPT_INT, 0, 256, NULL, "0",
+     "I/O threads serving all connections of both sides (0 = one per online CPU)"},
+    {"idle_close_ms", TERN_OPT_INT, 0, 86400000, NULL, "10000",
+     "an extra connection to a peer closes after this long unused (0 = never)"},
     {"slice_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "1M",
      "slice size for this transport"},
     {"nodelay", TERN_OPT_BOOL, 0, 0, NULL, "true", "set TCP_NODELAY on data connections"},
@@ -125,8 +130,20 @@ static const tern_option tcp_options[] = {
      "SO_SNDBUF of data connections (0 = kernel autotuning)"},
     {"rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
      "SO_RCVBUF of data connections (0 = kernel autotuning)"},
-    {"max_server_connections", TERN_OPT_INT, 1, 65536, NULL, "1024",
-     "incoming data connections served at once (more are closed)"},
+    {"max_server_connections", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",
+     "incoming data connections served at once"},
+    {"max_unproven", TERN_OPT_INT, 1, 1 << 20, NULL, "256",
+     "incoming connections that proved nothing yet (no request, no authentication)"},
+    {"max_unproven_per_source", TERN_OPT_INT, 1, 1 << 20, NULL, "16",
+     "of those, from one source address (the oldest is dropped for a new one)"},
+    {"unproven_idle_ms", TERN_OPT_INT, 0, 86400000, NULL, "5000",
+     "an incoming connection that proved nothing is dropped after this long (0 = never)"},
+    {"progress_min_rate", TERN_OPT_SIZE, 0, 1ll << 40, NULL, "64K",
+     "bytes per second a peer must move while its request is under way (0 = no floor)"},
+    {"progress_window_ms", TERN_OPT_INT, 100, 600000, NULL, "2000",
+     "the window over which progress_min_rate is averaged"},
+    {"unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL, "1000",
+     "how long deregistering waits for transfers on the range before cutting them"},
     {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
 };
 
@@ -173,7 +190,25 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     ctx->opt_slice_size = (uint64_t)opt_int(ctx, "slice_size", 1 << 20);
     ctx->opt_sndbuf = (int)opt_int(ctx, "sndbuf", 0);
     ctx->opt_rcvbuf = (int)opt_int(ctx, "rcvbuf", 0);
-    ctx->opt_max_server_conns = (int)opt_int(ctx, "max_server_connections", 1024);
+    ctx->opt_max_server_conns = (int)opt_int(ctx, "max_server_connections", 4096);
+    ctx->opt_io_threads = (int)opt_int(ctx, "io_threads", 0);
+    ctx->opt_idle_close_ms = (int)opt_int(ctx, "idle_close_ms", 10000);
+    ctx->opt_max_unproven = (int)opt_int(ctx, "max_unproven", 256);
+    ctx->opt_unproven_per_source = (int)opt_int(ctx, "max_unproven_per_source", 16);
+    ctx->opt_unproven_idle_ms = (int)opt_int(ctx, "unproven_idle_ms", 5000);
+    ctx->opt_progress_min_rate = (uint64_t)opt_int(ctx, "progress_min_rate", 64 << 10);
+    ctx->opt_progress_window_ms = (int)opt_int(ctx, "progress_window_ms", 2000);
+    ctx->opt_unregister_wait_ms = (int)opt_int(ctx, "unregister_wait_ms", 1000);
+    if (ctx->opt_io_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ctx->opt_io_threads = n < 1 ? 1 : n > 16 ? 16 : (int)n;
+    }
+    if (ctx->opt_progress_window_ms < 100)
+        ctx->opt_progress_window_ms = 100;
+    if (ctx->opt_max_unproven < 1)
+        ctx->opt_max_unproven = 1;
+    if (ctx->opt_unproven_per_source < 1)
+        ctx->opt_unproven_per_source = 1;
     ctx->opt_nodelay = opt_bool(ctx, "nodelay", 1);
     if (ctx->opt_port < 0 || ctx->opt_port > 65535)
         return tcp_errf(err, errlen, TERN_ERR_CONFIG,
@@ -182,7 +217,7 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
         return tcp_errf(err, errlen, TERN_ERR_CONFIG,
                         "transports.tcp.connections: %d is out of range 1..64", ctx->opt_nconn);
     if (ctx->opt_max_server_conns < 1)
-        ctx->opt_max_server_conns = 1024;
+        ctx->opt_max_server_conns = 4096;
     const char *bind = ctx->host.config_get ? ctx->host.config_get(ctx->host.host, "bind") : NULL;
     const char *sn = TERN_HAS_MEMBER(ctx->host.struct_size, tern_host_services, server_name)
                          ? ctx->host.server_name : NULL;
@@ -235,6 +270,37 @@ static void tcp_pick_device(tcp_ctx *ctx)
         snprintf(ctx->dev_sysfs, sizeof ctx->dev_sysfs, "class/net/%s/device", ctx->devname);
 }
 
+/* ---- completions and warnings ------------------------------------------------ */
+
+void tcp_complete(tcp_ctx *ctx, tern_slice *s)
+{
+    ctx->host.complete(ctx->host.host, s);
+}
+
+void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
+{
+    uint64_t now = tcp_now_ms(), last = atomic_load(&rl->last_ms);
+    if (last && now - last < 1000) {
+        atomic_fetch_add(&rl->skipped, 1);
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&rl->last_ms, &last, now ? now : 1)) {
+        atomic_fetch_add(&rl->skipped, 1);
+        return;
+    }
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    uint64_t skipped = atomic_exchange(&rl->skipped, 0);
+    if (skipped)
+        tcp_log(ctx, TERN_LOG_WARN, "%s (%" PRIu64 " more like it in the last %" PRIu64
+                " ms not shown)", msg, skipped, last ? now - last : 0);
+    else
+        tcp_log(ctx, TERN_LOG_WARN, "%s", msg);
+}
+
 /* ---- init / fini ------------------------------------------------------------ */
 
 static void tcp_ctx_free(tcp_ctx *ctx)
@@ -242,10 +308,8 @@ static void tcp_ctx_free(tcp_ctx *ctx)
     pthread_rwlock_destroy(&ctx->mr_lock);
     pthread_mutex_destroy(&ctx->srv_mu);
     pthread_mutex_destroy(&ctx->ep_mu);
-    pthread_mutex_destroy(&ctx->cq_mu);
-    pthread_cond_destroy(&ctx->cq_cv);
     for (size_t i = 0; i < ctx->nmr; i++)
-        free(ctx->mrs[i]);
+        tcp_mr_unpin(ctx->mrs[i]);
     free(ctx->mrs);
     free(ctx);
 }
@@ -254,6 +318,10 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
 {
     if (!host || !out)
         return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp init: host services missing");
+    if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
+        return tcp_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
+                        "tcp init: the host does not offer the complete() service (transport "
+                        "ABI 1.1); this transport needs a core of ABI 1.1 or later");
     tcp_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp init: out of memory");
@@ -262,32 +330,27 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
     ctx->host.struct_size = (uint32_t)n;
     ctx->io_timeout_ms = TERN_HAS_MEMBER(n, tern_host_services, io_timeout_ms) &&
                                  host->io_timeout_ms > 0 ? host->io_timeout_ms : 5000;
-    ctx->lfd = ctx->srv_efd = -1;
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    /* Writer preference: a deregister is not starved by a stream of transfers. */
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&ctx->mr_lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
+    pthread_rwlock_init(&ctx->mr_lock, NULL);
     pthread_mutex_init(&ctx->srv_mu, NULL);
     pthread_mutex_init(&ctx->ep_mu, NULL);
-    pthread_mutex_init(&ctx->cq_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ctx->cq_cv, &ca);
-    pthread_condattr_destroy(&ca);
     ctx->next_key = 1;
+    ctx->auth = tcp_auth_enabled(ctx);
     int rc = tcp_read_options(ctx, err, errlen);
     if (rc == 0)
+        rc = tcp_workers_start(ctx, err, errlen);
+    if (rc == 0) {
         rc = tcp_server_start(ctx, err, errlen);
+        if (rc)
+            tcp_workers_stop(ctx);
+    }
     if (rc) {
         tcp_ctx_free(ctx);
         return rc;
     }
     tcp_pick_device(ctx);
-    tcp_log(ctx, TERN_LOG_INFO, "data port %s:%d (bind %s), %d connections per peer",
-            ctx->adv_host, ctx->lport, ctx->bind_host, ctx->opt_nconn);
+    tcp_log(ctx, TERN_LOG_INFO, "data port %s:%d (bind %s), %d I/O threads, up to %d "
+            "connections per peer", ctx->adv_host, ctx->lport, ctx->bind_host,
+            ctx->nworkers, ctx->opt_nconn);
     *out = ctx;
     return 0;
 }
@@ -297,7 +360,8 @@ static void tcp_fini(void *vctx)
     tcp_ctx *ctx = vctx;
     if (!ctx)
         return;
-    /* Endpoints first (their threads push into the queue), then the server. */
+    /* Endpoints first (their slices complete with an error), then the
+     * I/O threads close the target side and the listener. */
     for (;;) {
         pthread_mutex_lock(&ctx->ep_mu);
         tcp_ep *ep = ctx->eps;
@@ -306,7 +370,7 @@ static void tcp_fini(void *vctx)
             break;
         tcp_ep_close(ep);
     }
-    tcp_server_stop(ctx);
+    tcp_workers_stop(ctx);
     tcp_ctx_free(ctx);
 }
 
@@ -338,18 +402,54 @@ static size_t mr_upper(const tcp_ctx *ctx, uint64_t a)
     return lo;
 }
 
-const tcp_mr *tcp_mr_find(const tcp_ctx *ctx, uint64_t addr, uint64_t len)
+/* Caller holds mr_lock.  Overflow-safe. */
+static tcp_mr *mr_find_locked(const tcp_ctx *ctx, uint64_t addr, uint64_t len)
 {
     if (len == 0 || addr + len < addr)
         return NULL;
     size_t i = mr_upper(ctx, addr);
     if (i == 0)
         return NULL;
-    const tcp_mr *m = ctx->mrs[i - 1];
+    tcp_mr *m = ctx->mrs[i - 1];
     uint64_t off = addr - m->addr;   /* addr >= m->addr here */
     if (off >= m->len || len > m->len - off)
         return NULL;
     return m;
+}
+
+tcp_mr *tcp_mr_pin(tcp_ctx *ctx, uint64_t addr, uint64_t len)
+{
+    pthread_rwlock_rdlock(&ctx->mr_lock);
+    tcp_mr *m = mr_find_locked(ctx, addr, len);
+    if (m)
+        atomic_fetch_add(&m->refs, 1);
+    pthread_rwlock_unlock(&ctx->mr_lock);
+    return m;
+}
+
+void tcp_mr_unpin(tcp_mr *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        free(m);
+}
+
+/* With tcp_mr_deregister's store of `revoked` then load of `io`, either
+ * the deregistration sees this call in progress and waits for it, or this
+ * call sees the range revoked and moves nothing (sequentially consistent
+ * atomics on both sides). */
+int tcp_mr_io_begin(tcp_mr *m)
+{
+    atomic_fetch_add(&m->io, 1);
+    if (atomic_load(&m->revoked)) {
+        atomic_fetch_sub(&m->io, 1);
+        return -1;
+    }
+    return 0;
+}
+
+void tcp_mr_io_end(tcp_mr *m)
+{
+    atomic_fetch_sub(&m->io, 1);
 }
 
 static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *keys,
@@ -369,6 +469,7 @@ static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
         return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp mr_register: out of memory");
     m->addr = a;
     m->len = len;
+    atomic_init(&m->refs, 1); /* the table's */
     pthread_rwlock_wrlock(&ctx->mr_lock);
     size_t i = mr_upper(ctx, a);
     int overlap = (i > 0 && ctx->mrs[i - 1]->addr + ctx->mrs[i - 1]->len > a) ||
@@ -376,11 +477,12 @@ static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
     if (overlap) {
         const tcp_mr *o = (i > 0 && ctx->mrs[i - 1]->addr + ctx->mrs[i - 1]->len > a)
                               ? ctx->mrs[i - 1] : ctx->mrs[i];
+        uint64_t oa = o->addr, ol = o->len;
         pthread_rwlock_unlock(&ctx->mr_lock);
         free(m);
         return tcp_errf(err, errlen, TERN_ERR_EXISTS,
                         "tcp mr_register: [0x%" PRIx64 ", +%zu) overlaps registered "
-                        "[0x%" PRIx64 ", +%" PRIu64 ")", a, len, o->addr, o->len);
+                        "[0x%" PRIx64 ", +%" PRIu64 ")", a, len, oa, ol);
     }
     if (ctx->nmr == ctx->capmr) {
         size_t nc = ctx->capmr ? ctx->capmr * 2 : 16;
@@ -407,15 +509,21 @@ static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
     return 0;
 }
 
+static void sleep_us(long us)
+{
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
 static int tcp_mr_deregister(void *vctx, void *vmr)
 {
     tcp_ctx *ctx = vctx;
-    if (!ctx || !vmr)
+    tcp_mr *m = vmr;
+    if (!ctx || !m)
         return TERN_ERR_INVAL;
-    /* The write lock waits for every transfer that checked against it. */
     pthread_rwlock_wrlock(&ctx->mr_lock);
     size_t i;
-    for (i = 0; i < ctx->nmr && ctx->mrs[i] != vmr; i++)
+    for (i = 0; i < ctx->nmr && ctx->mrs[i] != m; i++)
         ;
     if (i == ctx->nmr) {
         pthread_rwlock_unlock(&ctx->mr_lock);
@@ -424,7 +532,20 @@ static int tcp_mr_deregister(void *vctx, void *vmr)
     memmove(&ctx->mrs[i], &ctx->mrs[i + 1], (ctx->nmr - i - 1) * sizeof *ctx->mrs);
     ctx->nmr--;
     pthread_rwlock_unlock(&ctx->mr_lock);
-    free(vmr);
+    /* No new transfer finds the range now.  Those under way on it finish,
+     * up to unregister_wait_ms; then the rest are revoked. */
+    uint64_t end = tcp_now_ms() + (uint64_t)ctx->opt_unregister_wait_ms;
+    while (atomic_load(&m->refs) > 1 && tcp_now_ms() < end)
+        sleep_us(200);
+    if (atomic_load(&m->refs) > 1)
+        tcp_log(ctx, TERN_LOG_WARN,
+                "deregistering [0x%" PRIx64 ", +%" PRIu64 "): %d transfer(s) on it did not "
+                "finish within unregister_wait_ms (%d ms); they are cut off",
+                m->addr, m->len, atomic_load(&m->refs) - 1, ctx->opt_unregister_wait_ms);
+    atomic_store(&m->revoked, 1);
+    while (atomic_load(&m->io) > 0) /* one non-blocking system call at most */
+        sleep_us(20);
+    tcp_mr_unpin(m);
     return 0;
 }
 
@@ -441,64 +562,6 @@ static int tcp_segment_describe(void *vctx, tern_desc *out)
     return rc;
 }
 
-/* ---- completions ---------------------------------------------------------- */
-
-void tcp_cq_push(tcp_ctx *ctx, tern_slice *head, tern_slice *tail, int n)
-{
-    if (!head)
-        return;
-    tail->plugin[0] = NULL;
-    pthread_mutex_lock(&ctx->cq_mu);
-    if (ctx->cq_tail)
-        ctx->cq_tail->plugin[0] = head;
-    else
-        ctx->cq_head = head;
-    ctx->cq_tail = tail;
-    if (ctx->cq_waiters) {
-        if (n > 1)
-            pthread_cond_broadcast(&ctx->cq_cv);
-        else
-            pthread_cond_signal(&ctx->cq_cv);
-    }
-    pthread_mutex_unlock(&ctx->cq_mu);
-}
-
-static int tcp_poll(void *vctx, tern_slice **done, int max, int timeout_ms)
-{
-    tcp_ctx *ctx = vctx;
-    if (!ctx || !done || max < 1)
-        return TERN_ERR_INVAL;
-    pthread_mutex_lock(&ctx->cq_mu);
-    if (!ctx->cq_head && timeout_ms != 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int t = timeout_ms < 0 ? 1000 : timeout_ms;
-        ts.tv_sec += t / 1000;
-        ts.tv_nsec += (long)(t % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        ctx->cq_waiters++;
-        while (!ctx->cq_head) {
-            if (pthread_cond_timedwait(&ctx->cq_cv, &ctx->cq_mu, &ts) == ETIMEDOUT)
-                break;
-        }
-        ctx->cq_waiters--;
-    }
-    int n = 0;
-    while (n < max && ctx->cq_head) {
-        tern_slice *s = ctx->cq_head;
-        ctx->cq_head = s->plugin[0];
-        s->plugin[0] = NULL;
-        done[n++] = s;
-    }
-    if (!ctx->cq_head)
-        ctx->cq_tail = NULL;
-    pthread_mutex_unlock(&ctx->cq_mu);
-    return n;
-}
-
 static int tcp_query(void *vctx, const char *what, char *out, size_t outlen)
 {
     tcp_ctx *ctx = vctx;
@@ -509,34 +572,29 @@ static int tcp_query(void *vctx, const char *what, char *out, size_t outlen)
     size_t nmr = ctx->nmr;
     pthread_rwlock_unlock(&ctx->mr_lock);
     pthread_mutex_lock(&ctx->srv_mu);
-    int nsrv = ctx->nsrv;
+    int nsrv = ctx->nsrv, nun = ctx->nunproven;
     pthread_mutex_unlock(&ctx->srv_mu);
     snprintf(out, outlen,
-             "data port %s:%d, %d connections per peer, slice %" PRIu64 ", %zu buffers, "
-             "%d incoming connections, served %" PRIu64 " requests (%" PRIu64 " refused), "
-             "in %" PRIu64 " B, out %" PRIu64 " B, %" PRIu64 " connects, %" PRIu64
-             " broken connections",
-             ctx->adv_host, ctx->lport, ctx->opt_nconn, ctx->opt_slice_size, nmr, nsrv,
-             (uint64_t)ctx->st_req_served, (uint64_t)ctx->st_refused,
+             "data port %s:%d, %d I/O threads, %d connections per peer, slice %" PRIu64
+             ", %zu buffers, %d incoming connections (%d unproven), served %" PRIu64
+             " requests (%" PRIu64 " refused), in %" PRIu64 " B, out %" PRIu64 " B, %" PRIu64
+             " connects, %" PRIu64 " broken connections, %" PRIu64 " strangers evicted, %"
+             PRIu64 " slow connections cut",
+             ctx->adv_host, ctx->lport, ctx->nworkers, ctx->opt_nconn, ctx->opt_slice_size,
+             nmr, nsrv, nun, (uint64_t)ctx->st_req_served, (uint64_t)ctx->st_refused,
              (uint64_t)ctx->st_bytes_in, (uint64_t)ctx->st_bytes_out,
-             (uint64_t)ctx->st_connects, (uint64_t)ctx->st_conn_broken);
+             (uint64_t)ctx->st_connects, (uint64_t)ctx->st_conn_broken,
+             (uint64_t)ctx->st_evicted, (uint64_t)ctx->st_slow_cut);
     return 0;
-}
-
-static int tcp_ep_describe(void *ep, tern_desc *out)
-{
-    (void)ep;
-    (void)out;
-    return 0; /* no handshake fields: the segment blob says everything */
 }
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .magic = TERN_TRANSPORT_MAGIC,
     .struct_size = sizeof(tern_transport),
     .abi_major = TERN_TRANSPORT_ABI_MAJOR,
-    .abi_minor = TERN_TRANSPORT_ABI_MINOR,
+    .abi_minor = 1,
     .name = "tcp",
-    .version = "0.1.0",
+    .version = "0.2.0",
     .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK,
     .options = tcp_options,
     .default_slice_size = 1u << 20,
@@ -547,11 +605,11 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .mr_deregister = tcp_mr_deregister,
     .segment_describe = tcp_segment_describe,
     .ep_open = tcp_ep_open,
-    .ep_describe = tcp_ep_describe,
+    .ep_describe = NULL, /* no handshake fields: the segment blob says everything */
     .ep_connect = tcp_ep_connect,
     .ep_close = tcp_ep_close,
     .submit = tcp_submit,
-    .poll = tcp_poll,
+    .poll = NULL, /* slices come back through the host service complete() */
     .ep_reset = NULL,
     .query = tcp_query,
 };

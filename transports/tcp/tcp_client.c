@@ -1,22 +1,27 @@
 /* transports/tcp/tcp_client.c: the initiator side of the TCP transport.
  *
- * An endpoint is a pool of persistent connections to one peer's data port
- * (from the peer's segment blob {"host", "port"}).  Each connection has one
- * thread and a non-blocking socket; its slices sit in a ring in request
+ * An endpoint holds up to `connections` connections to one peer's data port
+ * (from the peer's segment blob {"host", "port"}).  ep_connect opens the
+ * first; another is opened (by its I/O thread) while the least loaded one
+ * has more than a slice queued, and one idle for idle_close_ms closes again
+ * (the first stays).  Each connection's slices sit in a ring in request
  * order: [head .. head+nsent) are fully sent and wait for their reply, the
- * rest are still to be sent (the first maybe partly, send_off bytes).  The
- * thread sends as much as the socket takes (sendmsg gathers many headers
- * and payloads straight from registered memory), reads replies as they
- * come (many WRITE replies per recv, READ data straight into registered
- * memory), and sleeps in poll() on the socket and an eventfd that submit()
- * rings only when the thread is asleep.
+ * rest are still to be sent (the first maybe partly, send_off bytes).
+ *
+ * Short path: submit() appends to the ring and, when the socket is free,
+ * sends right away from the caller's thread (sendmsg of header and data
+ * straight from registered memory); only what the socket does not take is
+ * left to the I/O thread (EPOLLOUT).  The I/O thread reads replies (READ
+ * data straight into registered memory) and hands each finished slice to
+ * the core with complete() at once, without any lock held.
  *
  * Failure: EOF, a socket error, a malformed reply or no progress for
  * io_timeout ms while requests are outstanding break the connection: every
- * slice on it completes with an error and a message, the socket is closed,
- * and the next slice queued on it opens a new one.  Idle connections stay
- * open (a peer closing one is noticed by poll and it is re-opened on use),
- * so a burst after an idle gap goes out on live connections. */
+ * slice on it completes with an error and a message.  A connection that
+ * broke before its first reply (the target closed it, e.g. as an idle
+ * stranger) has applied nothing that a resend could harm: its slices are
+ * resent once on a new connection.  Wire format: docs/protocol.md, "TCP
+ * data frames". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -25,7 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
+#include <sched.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -36,10 +42,13 @@
 
 #define SEND_IOV_MAX 64
 #define SEND_BYTES_MAX (16u << 20)
+/* What submit() sends from the caller's thread before leaving the rest to
+ * the I/O thread: a small request goes out at once, a large one does not
+ * hold the caller. */
+#define SUBMIT_INLINE_MAX (256u << 10)
 
 typedef struct done_list {
     tern_slice *head, *tail;
-    int n;
 } done_list;
 
 static size_t ring_at(const tcp_conn *c, size_t j) { return (c->head + j) & (c->cap - 1); }
@@ -57,7 +66,19 @@ static void done_add(done_list *d, tern_slice *s)
     else
         d->head = s;
     d->tail = s;
-    d->n++;
+}
+
+/* Hand the list to the core; called with no lock held. */
+static void done_flush(tcp_ctx *ctx, done_list *d)
+{
+    tern_slice *s = d->head;
+    d->head = d->tail = NULL;
+    while (s) {
+        tern_slice *next = s->plugin[0];
+        s->plugin[0] = NULL;
+        tcp_complete(ctx, s);
+        s = next;
+    }
 }
 
 static void slice_finish(tcp_conn *c, done_list *d, tern_slice *s, int status,
@@ -76,30 +97,60 @@ static void slice_finish(tcp_conn *c, done_list *d, tern_slice *s, int status,
     done_add(d, s);
 }
 
-/* Fail every slice on the connection and close its socket. */
-static void conn_break(tcp_conn *c, done_list *d, int code, const char *why)
+static void ring_fail_all(tcp_conn *c, done_list *d, int code, const char *msg)
 {
-    char msg[512];
-    tcp_ep *ep = c->ep;
-    snprintf(msg, sizeof msg, "tcp: connection %d to %s broke: %s (%zu requests in flight)",
-             c->idx, ep->peer, why, c->count);
-    if (c->fd >= 0) {
-        close(c->fd);
-        c->fd = -1;
-        atomic_fetch_add(&ep->ctx->st_conn_broken, 1);
-        tcp_log(ep->ctx, c->count ? TERN_LOG_WARN : TERN_LOG_DEBUG, "%s", msg);
-    }
     while (c->count) {
         slice_finish(c, d, c->ring[c->head].s, code, msg);
         c->head = (c->head + 1) & (c->cap - 1);
         c->count--;
     }
     c->head = c->nsent = 0;
+}
+
+static void conn_reset_stream(tcp_conn *c)
+{
+    c->nsent = 0;
     c->send_off = 0;
     c->rx_have = 0;
     c->rx_payload = 0;
     c->rx_off = 0;
-    c->can_send = c->can_recv = 0;
+    c->want_out = 0;
+}
+
+static void conn_close_fd(tcp_conn *c)
+{
+    if (c->io.fd < 0)
+        return;
+    epoll_ctl(c->io.w->epfd, EPOLL_CTL_DEL, c->io.fd, NULL);
+    close(c->io.fd);
+    c->io.fd = -1;
+    atomic_fetch_sub(&c->io.w->nconn, 1);
+}
+
+static void conn_kick(tcp_conn *c);
+
+/* The socket is gone (caller holds mu).  Slices of a connection that never
+ * got a reply are resent once on a new one; otherwise they fail. */
+static void conn_break(tcp_conn *c, done_list *d, int code, const char *why)
+{
+    char msg[512];
+    tcp_ep *ep = c->ep;
+    snprintf(msg, sizeof msg, "tcp: connection %d to %s broke: %s (%zu requests in flight)",
+             c->idx, ep->peer, why, c->count);
+    if (c->io.fd >= 0) {
+        conn_close_fd(c);
+        atomic_fetch_add(&ep->ctx->st_conn_broken, 1);
+        tcp_log(ep->ctx, c->count ? TERN_LOG_WARN : TERN_LOG_DEBUG, "%s", msg);
+    }
+    conn_reset_stream(c);
+    if (c->count && c->fresh && !c->resent && code != TERN_ERR_PROTOCOL) {
+        c->resent = 1;
+        atomic_store(&c->state, TCP_C_CONNECTING);
+        conn_kick(c);
+        return;
+    }
+    ring_fail_all(c, d, code, msg);
+    atomic_store(&c->state, TCP_C_OFF);
 }
 
 /* Connect with a deadline; the socket stays non-blocking. */
@@ -138,7 +189,7 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
                         "is its advertised tcp host/port reachable from here?)", ep->peer,
                         strerror(e));
     }
-    rc = tcp_auth_client(ctx, fd, ep->peer, err, errlen); /* tcp_auth.h (hardening) */
+    rc = tcp_auth_client(ctx, fd, ep->peer, err, errlen);
     if (rc) {
         close(fd);
         return rc;
@@ -146,27 +197,6 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
     atomic_fetch_add(&ctx->st_connects, 1);
     *out = fd;
     return 0;
-}
-
-static void conn_reconnect(tcp_conn *c, done_list *d)
-{
-    char err[256];
-    int fd;
-    if (sock_connect(c->ep, &fd, err, sizeof err) != 0) {
-        while (c->count) {
-            slice_finish(c, d, c->ring[c->head].s, TERN_ERR_CONNECT, err);
-            c->head = (c->head + 1) & (c->cap - 1);
-            c->count--;
-        }
-        c->head = c->nsent = 0;
-        c->send_off = 0;
-        return;
-    }
-    c->fd = fd;
-    c->lowat = 1;
-    c->can_send = 1;
-    c->can_recv = 0;
-    c->last_progress_ms = tcp_now_ms();
 }
 
 static int ring_grow(tcp_conn *c)
@@ -184,39 +214,12 @@ static int ring_grow(tcp_conn *c)
     return 0;
 }
 
-/* Move newly submitted slices into the ring.  Returns 1 when asked to stop. */
-static int conn_take_pending(tcp_conn *c, done_list *d)
+/* Send as much as the socket takes, up to about `budget` bytes (caller
+ * holds mu). */
+static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
 {
-    pthread_mutex_lock(&c->mu);
-    tern_slice *s = c->pend_head;
-    c->pend_head = c->pend_tail = NULL;
-    int stop = c->stop;
-    pthread_mutex_unlock(&c->mu);
-    if (s && c->count == 0)
-        c->last_progress_ms = tcp_now_ms();
-    while (s) {
-        tern_slice *next = s->plugin[0];
-        if (c->count == c->cap && ring_grow(c) != 0) {
-            slice_finish(c, d, s, TERN_ERR_NOMEM, "tcp: out of memory queueing a slice");
-        } else {
-            tcp_entry *e = &c->ring[ring_at(c, c->count)];
-            e->s = s;
-            e->id = c->next_id++;
-            tcp_req q = {.magic = TCP_REQ_MAGIC, .version = TCP_WIRE_VERSION,
-                         .opcode = (uint8_t)s->opcode, .id = e->id, .addr = s->remote,
-                         .length = s->length};
-            tcp_req_encode(e->hdr, &q);
-            c->count++;
-        }
-        s = next;
-    }
-    return stop;
-}
-
-/* Send as much as the socket takes. */
-static void conn_send(tcp_conn *c, done_list *d)
-{
-    while (c->fd >= 0 && c->can_send && c->nsent < c->count) {
+    uint64_t sent = 0;
+    while (c->io.fd >= 0 && c->nsent < c->count && sent < budget) {
         struct iovec iov[SEND_IOV_MAX];
         int niov = 0;
         size_t total = 0;
@@ -230,25 +233,29 @@ static void conn_send(tcp_conn *c, done_list *d)
             }
             if (e->s->opcode == TERN_WRITE) {
                 uint64_t poff = off > TCP_REQ_SIZE ? off - TCP_REQ_SIZE : 0;
-                iov[niov++] = (struct iovec){(char *)e->s->local + poff, e->s->length - poff};
-                total += e->s->length - poff;
+                uint64_t len = e->s->length - poff;
+                if (len > budget - sent)
+                    len = budget - sent; /* the rest on the next call */
+                iov[niov++] = (struct iovec){(char *)e->s->local + poff, len};
+                total += len;
             }
+            if (sent + total >= budget)
+                break;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-        ssize_t n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t n = sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                c->can_send = 0;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return;
-            }
             char why[128];
             snprintf(why, sizeof why, "send failed: %s", strerror(errno));
             conn_break(c, d, TERN_ERR_CLOSED, why);
             return;
         }
         c->last_progress_ms = tcp_now_ms();
+        sent += (uint64_t)n;
         uint64_t left = (uint64_t)n;
         while (left) {
             const tern_slice *s = c->ring[ring_at(c, c->nsent)].s;
@@ -262,6 +269,18 @@ static void conn_send(tcp_conn *c, done_list *d)
                 left = 0;
             }
         }
+    }
+}
+
+/* EPOLLOUT only while something waits to be sent (caller holds mu). */
+static void conn_arm(tcp_conn *c)
+{
+    if (c->io.fd < 0)
+        return;
+    int want = c->nsent < c->count;
+    if (want != c->want_out) {
+        tcp_io_mod(&c->io, EPOLLIN | (want ? EPOLLOUT : 0));
+        c->want_out = want;
     }
 }
 
@@ -284,6 +303,8 @@ static int conn_take_reply(tcp_conn *c, done_list *d, const uint8_t *p)
     if (r.magic != TCP_REP_MAGIC || r.version != TCP_WIRE_VERSION || r.id != e->id ||
         r.opcode != e->s->opcode || r.status > 0)
         return TERN_ERR_PROTOCOL;
+    c->fresh = 0;
+    c->resent = 0;
     if (r.status == 0 && e->s->opcode == TERN_READ)
         return 1;
     char msg[512] = "";
@@ -298,7 +319,7 @@ static int conn_take_reply(tcp_conn *c, done_list *d, const uint8_t *p)
     return 0;
 }
 
-/* recv() result handling shared by the paths below: 1 = data, 0 = stop. */
+/* recv() result: 1 = data, 0 = stop reading. */
 static int conn_recv_result(tcp_conn *c, done_list *d, ssize_t n)
 {
     if (n > 0) {
@@ -309,11 +330,8 @@ static int conn_recv_result(tcp_conn *c, done_list *d, ssize_t n)
         conn_break(c, d, TERN_ERR_CLOSED, "the peer closed the connection");
         return 0;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        if (errno != EINTR)
-            c->can_recv = 0;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return 0;
-    }
     char why[128];
     snprintf(why, sizeof why, "receive failed: %s", strerror(errno));
     conn_break(c, d, TERN_ERR_CLOSED, why);
@@ -324,31 +342,28 @@ static int conn_recv_result(tcp_conn *c, done_list *d, ssize_t n)
 static void conn_probe(tcp_conn *c, done_list *d)
 {
     uint8_t b;
-    ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT);
+    ssize_t n = recv(c->io.fd, &b, 1, MSG_DONTWAIT);
     if (n > 0)
         conn_break(c, d, TERN_ERR_PROTOCOL, "the peer sent data nobody asked for");
     else
         conn_recv_result(c, d, n);
 }
 
-static void conn_recv_payload(tcp_conn *c, done_list *d)
-{
-    tern_slice *s = c->ring[c->head].s;
-    ssize_t n = recv(c->fd, (char *)s->local + c->rx_off, s->length - c->rx_off, MSG_DONTWAIT);
-    if (!conn_recv_result(c, d, n))
-        return;
-    c->rx_off += (uint64_t)n;
-    if (c->rx_off == s->length) {
-        c->rx_payload = 0;
-        conn_complete_head(c, d, 0, NULL);
-    }
-}
-
+/* Read replies until the socket is empty (caller holds mu). */
 static void conn_recv(tcp_conn *c, done_list *d)
 {
-    while (c->fd >= 0 && c->can_recv) {
+    while (c->io.fd >= 0) {
         if (c->rx_payload) {
-            conn_recv_payload(c, d);
+            tern_slice *s = c->ring[c->head].s;
+            ssize_t n = recv(c->io.fd, (char *)s->local + c->rx_off, s->length - c->rx_off,
+                             MSG_DONTWAIT);
+            if (!conn_recv_result(c, d, n))
+                return;
+            c->rx_off += (uint64_t)n;
+            if (c->rx_off == s->length) {
+                c->rx_payload = 0;
+                conn_complete_head(c, d, 0, NULL);
+            }
             continue;
         }
         /* Replies to a run of WRITEs carry no data: read them together. */
@@ -362,7 +377,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
             conn_probe(c, d);
             return;
         }
-        ssize_t n = recv(c->fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
+        ssize_t n = recv(c->io.fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
                          MSG_DONTWAIT);
         if (!conn_recv_result(c, d, n))
             return;
@@ -386,97 +401,93 @@ static void conn_recv(tcp_conn *c, done_list *d)
     }
 }
 
-/* While a READ's data is arriving, wake only when a good part of the rest
- * is there (SO_RCVLOWAT, honoured by poll for TCP) rather than once per
- * segment; back to 1 byte for reply headers.  Changed only when going to
- * sleep, so a busy connection makes no extra system calls. */
-#define RX_LOWAT_MAX (256 * 1024)
-static void conn_set_lowat(tcp_conn *c)
+static void conn_on_event(tcp_io *io, uint32_t ev)
 {
-    int want = 1;
-    if (c->rx_payload) {
-        uint64_t rest = c->ring[c->head].s->length - c->rx_off;
-        want = rest < RX_LOWAT_MAX ? (int)rest : RX_LOWAT_MAX;
-    }
-    if (want != c->lowat &&
-        setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
-        c->lowat = want;
+    tcp_conn *c = (tcp_conn *)io;
+    done_list d = {0};
+    pthread_mutex_lock(&c->mu);
+    if (c->io.fd >= 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        conn_send(c, &d, UINT64_MAX);
+    if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+        conn_recv(c, &d);
+    conn_arm(c);
+    pthread_mutex_unlock(&c->mu);
+    done_flush(c->ep->ctx, &d);
 }
 
-/* Sleep until the socket or a submit/stop needs us. */
-static void conn_wait(tcp_conn *c)
+static void conn_on_tick(tcp_io *io, uint64_t now)
 {
-    struct pollfd pf[2] = {{c->efd, POLLIN, 0}, {c->fd, POLLIN, 0}};
-    int nfd = c->fd >= 0 ? 2 : 1;
-    if (c->nsent < c->count && !c->can_send)
-        pf[1].events |= POLLOUT;
-    int tmo = -1;
-    if (c->fd >= 0)
-        conn_set_lowat(c);
-    if (c->count && c->fd >= 0) {
-        uint64_t idle = tcp_now_ms() - c->last_progress_ms;
-        uint64_t lim = (uint64_t)c->ep->ctx->io_timeout_ms;
-        tmo = idle >= lim ? 0 : (int)(lim - idle) + 1;
-    }
+    tcp_conn *c = (tcp_conn *)io;
+    tcp_ctx *ctx = c->ep->ctx;
+    done_list d = {0};
     pthread_mutex_lock(&c->mu);
-    if (c->pend_head || c->stop) {
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    c->sleeping = 1;
-    pthread_mutex_unlock(&c->mu);
-    int n = poll(pf, (nfds_t)nfd, tmo);
-    pthread_mutex_lock(&c->mu);
-    c->sleeping = 0;
-    pthread_mutex_unlock(&c->mu);
-    if (n <= 0)
-        return;
-    if (pf[0].revents) {
-        uint64_t v;
-        if (read(c->efd, &v, sizeof v) < 0) {
-            /* nothing to drain: EAGAIN */
-        }
-    }
-    if (nfd == 2 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
-        c->can_recv = 1;
-    if (nfd == 2 && (pf[1].revents & (POLLOUT | POLLERR)))
-        c->can_send = 1;
-}
-
-static void conn_check_timeout(tcp_conn *c, done_list *d)
-{
-    if (c->fd < 0 || !c->count)
-        return;
-    int lim = c->ep->ctx->io_timeout_ms;
-    if (tcp_now_ms() - c->last_progress_ms > (uint64_t)lim) {
+    if (c->io.fd >= 0 && c->count && now - c->last_progress_ms > (uint64_t)ctx->io_timeout_ms) {
         char why[96];
-        snprintf(why, sizeof why, "no progress for %d ms (io_timeout)", lim);
-        conn_break(c, d, TERN_ERR_TIMEOUT, why);
+        snprintf(why, sizeof why, "no progress for %d ms (io_timeout)", ctx->io_timeout_ms);
+        c->fresh = 0; /* a stalled peer may have applied something: no resend */
+        conn_break(c, &d, TERN_ERR_TIMEOUT, why);
+    } else if (c->io.fd >= 0 && c->idx > 0 && !c->count && ctx->opt_idle_close_ms > 0 &&
+               now - c->last_used_ms > (uint64_t)ctx->opt_idle_close_ms) {
+        conn_close_fd(c); /* idle extra connection: the pool shrinks again */
+        conn_reset_stream(c);
+        atomic_store(&c->state, TCP_C_OFF);
     }
+    pthread_mutex_unlock(&c->mu);
+    done_flush(ctx, &d);
 }
 
-static void *conn_main(void *arg)
+/* Caller holds mu; fd is connected. */
+static void conn_up(tcp_conn *c, int fd)
+{
+    c->io.fd = fd;
+    c->fresh = 1;
+    conn_reset_stream(c);
+    c->last_progress_ms = c->last_used_ms = tcp_now_ms();
+    atomic_fetch_add(&c->io.w->nconn, 1);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->io};
+    epoll_ctl(c->io.w->epfd, EPOLL_CTL_ADD, fd, &ev);
+    atomic_store(&c->state, TCP_C_UP);
+}
+
+/* On the connection's I/O thread: open the socket (the connect and the
+ * authentication take a round trip or three; a dead peer's refusal is
+ * immediate), then send what is queued. */
+static void conn_connect_cmd(void *arg)
 {
     tcp_conn *c = arg;
-    tcp_ctx *ctx = c->ep->ctx;
-    for (;;) {
-        done_list d = {0};
-        if (conn_take_pending(c, &d)) {
-            tcp_cq_push(ctx, d.head, d.tail, d.n);
-            break;
-        }
-        if (c->count && c->fd < 0)
-            conn_reconnect(c, &d);
-        conn_send(c, &d);
-        conn_recv(c, &d);
-        conn_check_timeout(c, &d);
-        tcp_cq_push(ctx, d.head, d.tail, d.n);
-        int busy = c->fd >= 0 && ((c->can_send && c->nsent < c->count) ||
-                                  (c->can_recv && c->count));
-        if (!busy && !d.n)
-            conn_wait(c);
+    char err[256];
+    int fd = -1;
+    pthread_mutex_lock(&c->mu);
+    int skip = atomic_load(&c->closed) || c->io.fd >= 0 ||
+               atomic_load(&c->state) != TCP_C_CONNECTING;
+    pthread_mutex_unlock(&c->mu);
+    if (skip) {
+        atomic_store(&c->ep->growing, 0);
+        return;
     }
-    return NULL;
+    int rc = sock_connect(c->ep, &fd, err, sizeof err);
+    done_list d = {0};
+    pthread_mutex_lock(&c->mu);
+    if (!rc && atomic_load(&c->closed)) {
+        close(fd);
+    } else if (rc) {
+        ring_fail_all(c, &d, rc == TERN_ERR_AUTH ? TERN_ERR_AUTH : TERN_ERR_CONNECT, err);
+        atomic_store(&c->state, TCP_C_OFF);
+    } else {
+        conn_up(c, fd);
+        conn_send(c, &d, UINT64_MAX);
+        conn_arm(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->ep->growing, 0);
+    done_flush(c->ep->ctx, &d);
+}
+
+static void conn_kick(tcp_conn *c)
+{
+    if (tcp_worker_post(c->io.w, conn_connect_cmd, c) != 0)
+        tcp_log(c->ep->ctx, TERN_LOG_ERROR, "tcp: out of memory starting a connection to %s",
+                c->ep->peer);
 }
 
 /* ---- endpoint operations ---------------------------------------------------- */
@@ -501,11 +512,8 @@ static int ep_resolve(tcp_ep *ep, char *err, size_t errlen)
 static void ep_free(tcp_ep *ep)
 {
     for (int i = 0; i < ep->nconn; i++) {
-        tcp_conn *c = &ep->conns[i];
-        if (c->efd >= 0)
-            close(c->efd);
-        pthread_mutex_destroy(&c->mu);
-        free(c->ring);
+        pthread_mutex_destroy(&ep->conns[i].mu);
+        free(ep->conns[i].ring);
     }
     free(ep->conns);
     free(ep);
@@ -539,19 +547,18 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
         free(ep);
         return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
     }
+    /* The connections of one peer go to different I/O threads, so one large
+     * transfer is copied on several cores. */
+    unsigned base = atomic_fetch_add(&ctx->next_worker, 1);
     for (int i = 0; i < ep->nconn; i++) {
         tcp_conn *c = &ep->conns[i];
         c->ep = ep;
         c->idx = i;
-        c->fd = -1;
+        c->io.fd = -1;
+        c->io.w = &ctx->workers[(base + (unsigned)i) % (unsigned)ctx->nworkers];
+        c->io.on_event = conn_on_event;
+        c->io.on_tick = conn_on_tick;
         pthread_mutex_init(&c->mu, NULL);
-        c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (c->efd < 0) {
-            int e = errno;
-            ep->nconn = i + 1;
-            ep_free(ep);
-            return tcp_errf(err, errlen, TERN_ERR_IO, "tcp ep_open: eventfd: %s", strerror(e));
-        }
     }
     rc = ep_resolve(ep, err, errlen);
     if (rc) {
@@ -566,6 +573,33 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
     return 0;
 }
 
+static void conn_list_cmd(void *arg)
+{
+    tcp_conn *c = arg;
+    if (!atomic_load(&c->closed))
+        tcp_io_list(&c->io);
+}
+
+/* On the connection's I/O thread, after every event and command that
+ * could still name it: out of the list; the last one frees the endpoint. */
+static void conn_unlist_cmd(void *arg)
+{
+    tcp_conn *c = arg;
+    tcp_worker *w = c->io.w;
+    if (c->io.listed) { /* not the grave: the endpoint owns the memory */
+        if (c->io.prev)
+            c->io.prev->next = c->io.next;
+        else
+            w->list = c->io.next;
+        if (c->io.next)
+            c->io.next->prev = c->io.prev;
+        c->io.listed = 0;
+    }
+    tcp_ep *ep = c->ep;
+    if (atomic_fetch_sub(&ep->refs, 1) == 1)
+        ep_free(ep);
+}
+
 int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
 {
     tcp_ep *ep = vep;
@@ -574,57 +608,32 @@ int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
         return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_connect: NULL endpoint");
     if (ep->connected)
         return 0;
-    for (int i = 0; i < ep->nconn; i++) {
-        int rc = sock_connect(ep, &ep->conns[i].fd, err, errlen);
-        if (rc) {
-            for (int j = 0; j < i; j++) {
-                close(ep->conns[j].fd);
-                ep->conns[j].fd = -1;
-            }
-            return rc;
+    int fd;
+    int rc = sock_connect(ep, &fd, err, errlen);
+    if (rc)
+        return rc;
+    for (int i = 0; i < ep->nconn; i++)
+        if (tcp_worker_post(ep->conns[i].io.w, conn_list_cmd, &ep->conns[i]) != 0) {
+            close(fd);
+            return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_connect: out of memory");
         }
-        ep->conns[i].can_send = 1;
-        ep->conns[i].lowat = 1;
-    }
-    for (int i = 0; i < ep->nconn; i++) {
-        tcp_conn *c = &ep->conns[i];
-        if (pthread_create(&c->thread, NULL, conn_main, c) != 0)
-            return tcp_errf(err, errlen, TERN_ERR_IO,
-                            "tcp ep_connect: cannot start connection thread %d", i);
-        c->started = 1;
-    }
+    tcp_conn *c = &ep->conns[0];
+    pthread_mutex_lock(&c->mu);
+    conn_up(c, fd);
+    pthread_mutex_unlock(&c->mu);
     ep->connected = 1;
     return 0;
 }
 
-/* Stop a connection's thread and fail what it still holds. */
-static void conn_shutdown(tcp_conn *c)
-{
-    done_list d = {0};
-    pthread_mutex_lock(&c->mu);
-    c->stop = 1;
-    pthread_mutex_unlock(&c->mu);
-    if (c->started) {
-        uint64_t one = 1;
-        if (write(c->efd, &one, sizeof one) < 0) {
-            /* eventfd write cannot fail short of overflow */
-        }
-        pthread_join(c->thread, NULL);
-        c->started = 0;
-    }
-    conn_take_pending(c, &d);
-    conn_break(c, &d, TERN_ERR_CLOSED, "the endpoint was closed");
-    tcp_cq_push(c->ep->ctx, d.head, d.tail, d.n);
-}
-
+/* Callable from any thread, an I/O thread's complete() included: the
+ * sockets close and the slices fail here; the memory goes once each I/O
+ * thread has let go of its connection (conn_unlist_cmd). */
 void tcp_ep_close(void *vep)
 {
     tcp_ep *ep = vep;
     if (!ep)
         return;
     tcp_ctx *ctx = ep->ctx;
-    for (int i = 0; i < ep->nconn; i++)
-        conn_shutdown(&ep->conns[i]);
     pthread_mutex_lock(&ctx->ep_mu);
     for (tcp_ep **pp = &ctx->eps; *pp; pp = &(*pp)->next) {
         if (*pp == ep) {
@@ -633,24 +642,97 @@ void tcp_ep_close(void *vep)
         }
     }
     pthread_mutex_unlock(&ctx->ep_mu);
-    ep_free(ep);
+    done_list d = {0};
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn *c = &ep->conns[i];
+        pthread_mutex_lock(&c->mu);
+        atomic_store(&c->closed, 1);
+        conn_close_fd(c);
+        conn_reset_stream(c);
+        ring_fail_all(c, &d, TERN_ERR_CLOSED, "tcp: the endpoint was closed");
+        atomic_store(&c->state, TCP_C_OFF);
+        pthread_mutex_unlock(&c->mu);
+    }
+    done_flush(ctx, &d);
+    atomic_store(&ep->refs, ep->nconn);
+    for (int i = 0; i < ep->nconn; i++)
+        while (tcp_worker_post(ep->conns[i].io.w, conn_unlist_cmd, &ep->conns[i]) != 0)
+            sched_yield(); /* out of memory: a command is 40 bytes, wait for one */
 }
 
-/* The connection with the fewest bytes queued or in flight. */
+/* The least loaded open connection; opens another while that one has more
+ * than a slice queued (one at a time per peer, up to `connections`). */
 static tcp_conn *ep_pick(tcp_ep *ep)
 {
     unsigned start = atomic_fetch_add(&ep->rr, 1);
-    tcp_conn *best = NULL;
+    tcp_conn *best = NULL, *off = NULL, *pending = NULL;
     uint64_t best_load = UINT64_MAX;
     for (int i = 0; i < ep->nconn; i++) {
         tcp_conn *c = &ep->conns[(start + (unsigned)i) % (unsigned)ep->nconn];
+        int st = atomic_load(&c->state);
         uint64_t l = atomic_load(&c->load);
-        if (l < best_load) {
+        if (st == TCP_C_UP && l < best_load) {
             best = c;
             best_load = l;
+        } else if (st == TCP_C_OFF && (!off || c->idx < off->idx)) {
+            off = c;
+        } else if (st == TCP_C_CONNECTING) {
+            pending = c;
         }
     }
-    return best;
+    if (best && (!off || best_load <= ep->ctx->opt_slice_size + TCP_REQ_SIZE))
+        return best;
+    if (!best && pending)
+        return pending;
+    int zero = 0;
+    if (off && atomic_compare_exchange_strong(&ep->growing, &zero, 1)) {
+        int st = TCP_C_OFF;
+        if (atomic_compare_exchange_strong(&off->state, &st, TCP_C_CONNECTING))
+            conn_kick(off);
+        else
+            atomic_store(&ep->growing, 0);
+        if (!best)
+            return off;
+    }
+    return best ? best : pending ? pending : off ? off : &ep->conns[0];
+}
+
+/* Queue one slice on c and send it now when the socket is free. */
+static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
+{
+    atomic_fetch_add(&c->load, TCP_REQ_SIZE + s->length);
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load(&c->closed)) {
+        slice_finish(c, d, s, TERN_ERR_CLOSED, "tcp: the endpoint was closed");
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (c->count == c->cap && ring_grow(c) != 0) {
+        slice_finish(c, d, s, TERN_ERR_NOMEM, "tcp: out of memory queueing a slice");
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    tcp_entry *e = &c->ring[ring_at(c, c->count)];
+    e->s = s;
+    e->id = c->next_id++;
+    tcp_req q = {.magic = TCP_REQ_MAGIC, .version = TCP_WIRE_VERSION,
+                 .opcode = (uint8_t)s->opcode, .id = e->id, .addr = s->remote,
+                 .length = s->length};
+    tcp_req_encode(e->hdr, &q);
+    if (c->count == 0)
+        c->last_progress_ms = tcp_now_ms();
+    c->count++;
+    c->last_used_ms = c->last_progress_ms;
+    int st = atomic_load(&c->state);
+    if (st == TCP_C_UP && !c->want_out) {
+        conn_send(c, d, SUBMIT_INLINE_MAX);
+        conn_arm(c);
+    } else if (st == TCP_C_OFF) {
+        atomic_store(&c->state, TCP_C_CONNECTING);
+        c->resent = 0;
+        conn_kick(c);
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 int tcp_submit(void *vep, tern_slice *const *slices, int n)
@@ -660,36 +742,19 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
         return TERN_ERR_INVAL;
     if (!ep->connected)
         return TERN_ERR_CONNECT;
-    done_list bad = {0};
+    done_list d = {0};
     for (int i = 0; i < n; i++) {
         tern_slice *s = slices[i];
         s->status = 0;
         s->transferred = 0;
         s->errmsg[0] = 0;
         if ((s->opcode != TERN_READ && s->opcode != TERN_WRITE) || !s->local || !s->length) {
-            slice_finish(NULL, &bad, s, TERN_ERR_INVAL,
+            slice_finish(NULL, &d, s, TERN_ERR_INVAL,
                          "tcp: slice with a bad opcode, NULL local address or zero length");
             continue;
         }
-        tcp_conn *c = ep_pick(ep);
-        atomic_fetch_add(&c->load, TCP_REQ_SIZE + s->length);
-        s->plugin[0] = NULL;
-        pthread_mutex_lock(&c->mu);
-        if (c->pend_tail)
-            c->pend_tail->plugin[0] = s;
-        else
-            c->pend_head = s;
-        c->pend_tail = s;
-        int wake = c->sleeping;
-        c->sleeping = 0; /* one wake-up is enough */
-        pthread_mutex_unlock(&c->mu);
-        if (wake) {
-            uint64_t one = 1;
-            if (write(c->efd, &one, sizeof one) < 0) {
-                /* cannot fail short of overflow */
-            }
-        }
+        conn_enqueue(ep_pick(ep), s, &d);
     }
-    tcp_cq_push(ep->ctx, bad.head, bad.tail, bad.n);
+    done_flush(ep->ctx, &d);
     return n;
 }

@@ -1,6 +1,6 @@
 /* transports/tcp/tcp_internal.h: shared state of the TCP transport plugin.
- * The wire format is documented at the top of tcp_wire.h; the threading
- * model at the top of tcp.c. */
+ * The wire format is in docs/protocol.md, "TCP data frames" (encoded by
+ * tcp_wire.h); the threading model at the top of tcp.c. */
 #ifndef TERN_TCP_INTERNAL_H
 #define TERN_TCP_INTERNAL_H
 
@@ -14,60 +14,99 @@
 #include "tern/transport.h"
 
 #define TCP_HOST_MAX 256
-#define TCP_RING_MIN 64
+#define TCP_RING_MIN 16
+#define TCP_TICK_MS 100
 
-/* One registered range; the pointer is the mr handle given to the core. */
+struct tcp_ctx;
+struct tcp_worker;
+
+/* One registered range; the pointer is the mr handle given to the core.
+ * refs: the table's reference plus one per transfer using the range (a
+ * transfer pins it from its range check to its end, without a lock).
+ * io: system calls touching the memory right now; revoked: deregistered,
+ * no further byte may be moved (see tcp_mr_io_begin). */
 typedef struct tcp_mr {
     uint64_t addr, len, key;
+    atomic_int refs, io, revoked;
 } tcp_mr;
 
-/* A connection accepted by the data server (one thread each). */
-typedef struct tcp_srv_conn {
-    struct tcp_ctx *ctx;
+/* Anything a worker's epoll set holds: a listening socket, a target-side
+ * connection, an initiator-side connection.  Only the owning worker calls
+ * on_event/on_tick; list links are the worker's own. */
+typedef struct tcp_io {
     int fd;
-    pthread_t thread;
-    atomic_int done;           /* the thread has returned: join and free */
-    char peer[64];             /* "ip:port" for messages */
-    struct tcp_srv_conn *next;
-} tcp_srv_conn;
+    struct tcp_worker *w;
+    void (*on_event)(struct tcp_io *io, uint32_t events);
+    void (*on_tick)(struct tcp_io *io, uint64_t now_ms);
+    void (*on_free)(struct tcp_io *io); /* after it left the list; may be NULL */
+    struct tcp_io *prev, *next;
+    int listed, dead;
+} tcp_io;
 
-/* One slice in a connection's ring, with its encoded request header. */
+/* A function a worker runs between two batches of events. */
+typedef struct tcp_cmd {
+    void (*fn)(void *arg);
+    void *arg;
+    int sync, done;
+    struct tcp_cmd *next;
+} tcp_cmd;
+
+/* One I/O thread: an epoll set, an eventfd to wake it, a command queue. */
+typedef struct tcp_worker {
+    struct tcp_ctx *ctx;
+    int idx, epfd, efd;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;        /* guards cmds, stop */
+    pthread_cond_t cv;         /* a sync command finished */
+    tcp_cmd *cmd_head, *cmd_tail;
+    int stop;
+    atomic_int evict;          /* a connection of this worker was told to go */
+    atomic_int nconn;          /* connections it serves (for placement) */
+    tcp_io *list;              /* worker-private */
+    tcp_io *grave;             /* closed this batch, freed after it */
+    uint64_t last_tick;
+} tcp_worker;
+
+/* A slice in an initiator connection's ring, with its encoded header. */
 typedef struct tcp_entry {
     tern_slice *s;
     uint64_t id;
     uint8_t hdr[32];
 } tcp_entry;
 
-/* One persistent connection of an endpoint's pool, driven by one thread. */
+enum { TCP_C_OFF = 0, TCP_C_CONNECTING = 1, TCP_C_UP = 2 };
+
+/* One connection of an endpoint (initiator side).  Everything below `mu`
+ * is guarded by it: submit() appends and sends from the caller's thread
+ * when the socket takes the bytes; the worker sends the rest when the
+ * socket is writable and reads replies. */
 typedef struct tcp_conn {
+    tcp_io io;                 /* io.fd -1 while not connected */
     struct tcp_ep *ep;
     int idx;
-    pthread_t thread;
-    int started;
-    int efd;                   /* eventfd: wakes the thread on submit/stop */
-
-    pthread_mutex_t mu;        /* guards pend_*, sleeping, stop */
-    tern_slice *pend_head, *pend_tail; /* linked by plugin[0] */
-    int sleeping, stop;
     atomic_uint_fast64_t load; /* bytes queued or in flight (for spreading) */
+    atomic_int state;          /* TCP_C_* */
+    atomic_int closed;         /* the endpoint is being closed */
 
-    /* thread-private from here on */
-    int fd;
+    pthread_mutex_t mu;
+    int want_out;              /* EPOLLOUT armed */
+    int fresh;                 /* no reply on this socket yet */
+    int resent;                /* the ring was already resent once after a fresh break */
     tcp_entry *ring;
     size_t cap, head, count;   /* ring of slices in request order */
     size_t nsent;              /* ring[head .. head+nsent) fully sent */
     uint64_t send_off;         /* bytes of hdr+payload sent of the next one */
-    uint8_t rxbuf[64 * 24];
-    size_t rx_have;            /* bytes of reply headers in rxbuf */
-    int rx_payload;            /* 1: receiving the head READ's data */
+    uint8_t rxbuf[16 * 24];
+    size_t rx_have;
+    int rx_payload;            /* receiving the head READ's data */
     uint64_t rx_off;
-    int can_send, can_recv;
-    int lowat;                 /* SO_RCVLOWAT now set on fd (1 = default) */
-    uint64_t last_progress_ms;
+    uint64_t last_progress_ms, last_used_ms;
     uint64_t next_id;
 } tcp_conn;
 
-/* An endpoint: the pool of connections to one peer's data port. */
+/* An endpoint: up to `connections` connections to one peer's data port;
+ * one is open from ep_connect on, more while the queue is deep. */
 typedef struct tcp_ep {
     struct tcp_ctx *ctx;
     char host[TCP_HOST_MAX];
@@ -75,36 +114,55 @@ typedef struct tcp_ep {
     char peer[TCP_HOST_MAX + 8];     /* "host:port" for messages */
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    int nconn;
+    int nconn;                       /* the maximum */
     tcp_conn *conns;
     atomic_uint rr;
+    atomic_int growing;              /* a connection is being opened */
+    atomic_int refs;                 /* I/O threads still holding a connection (close) */
     int connected;
     struct tcp_ep *next;             /* ctx->eps list */
 } tcp_ep;
 
+/* Rate limit of one kind of warning: at most one line a second, with the
+ * count of those left out. */
+typedef struct tcp_ratelim {
+    atomic_uint_fast64_t last_ms, skipped;
+} tcp_ratelim;
+
+typedef struct tcp_srv_conn tcp_srv_conn;
+
 typedef struct tcp_ctx {
     tern_host_services host;
     int io_timeout_ms;
+    int auth;                        /* auth_secret_file configured */
 
-    /* options */
+    /* options (see tcp_options in tcp.c) */
     int opt_port, opt_nconn, opt_nodelay, opt_max_server_conns;
-    int opt_sndbuf, opt_rcvbuf;
+    int opt_sndbuf, opt_rcvbuf, opt_io_threads;
+    int opt_idle_close_ms, opt_unproven_idle_ms, opt_unproven_per_source, opt_max_unproven;
+    int opt_progress_window_ms, opt_unregister_wait_ms;
+    uint64_t opt_progress_min_rate;
     uint64_t opt_slice_size;
     char bind_host[TCP_HOST_MAX];    /* address the data server binds */
     char adv_host[TCP_HOST_MAX];     /* address advertised to peers */
     char devname[TERN_NAME_MAX];
     char dev_sysfs[256];
 
-    /* data server */
-    int lfd, lport, srv_efd;
-    pthread_t srv_thread;
-    int srv_started;
-    pthread_mutex_t srv_mu;
-    tcp_srv_conn *srv_conns;
-    int nsrv;
-    atomic_int srv_stopping;
+    /* I/O threads */
+    tcp_worker *workers;
+    int nworkers;
+    atomic_uint next_worker;
 
-    /* registered memory: sorted by addr, guarded by mr_lock */
+    /* data server */
+    int lport;
+    tcp_io *listener;
+    pthread_mutex_t srv_mu;          /* guards the counts and the stranger list */
+    int nsrv, nunproven;
+    tcp_srv_conn *strangers;         /* unproven connections, oldest first */
+    tcp_srv_conn *strangers_tail;
+
+    /* registered memory: sorted by addr; mr_lock is held only to look up
+     * or change the table, never across network I/O */
     pthread_rwlock_t mr_lock;
     tcp_mr **mrs;
     size_t nmr, capmr;
@@ -114,34 +172,53 @@ typedef struct tcp_ctx {
     pthread_mutex_t ep_mu;
     tcp_ep *eps;
 
-    /* completion queue: slices linked by plugin[0] */
-    pthread_mutex_t cq_mu;
-    pthread_cond_t cq_cv;
-    tern_slice *cq_head, *cq_tail;
-    int cq_waiters;
+    tcp_ratelim rl_refuse, rl_auth, rl_garbage, rl_slow;
 
     /* counters for query() */
     atomic_uint_fast64_t st_req_served, st_refused, st_bytes_in, st_bytes_out;
-    atomic_uint_fast64_t st_conn_broken, st_connects;
+    atomic_uint_fast64_t st_conn_broken, st_connects, st_evicted, st_slow_cut;
 } tcp_ctx;
 
 /* tcp.c */
 void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A warning about a stranger: at most one line a second per kind, the next
+ * one says how many were left out. */
+void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int tcp_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 uint64_t tcp_now_ms(void);
-/* Name of a tern_err code; the plugin does not link libtern. */
 const char *tcp_errname(int code);
 void tcp_sock_tune(tcp_ctx *ctx, int fd);
-/* The registered range holding [addr, addr+len), or NULL; caller holds
- * mr_lock (read). Overflow-safe. */
-const tcp_mr *tcp_mr_find(const tcp_ctx *ctx, uint64_t addr, uint64_t len);
-void tcp_cq_push(tcp_ctx *ctx, tern_slice *head, tern_slice *tail, int n);
+void tcp_complete(tcp_ctx *ctx, tern_slice *s);
+/* Pin the registered range holding [addr, addr+len) (NULL if none). */
+tcp_mr *tcp_mr_pin(tcp_ctx *ctx, uint64_t addr, uint64_t len);
+void tcp_mr_unpin(tcp_mr *m);
+/* Around each system call that touches pinned memory: 0, or -1 when the
+ * range was deregistered meanwhile (the transfer must stop). */
+int tcp_mr_io_begin(tcp_mr *m);
+void tcp_mr_io_end(tcp_mr *m);
+
+/* tcp_loop.c */
+int tcp_workers_start(tcp_ctx *ctx, char *err, size_t errlen);
+void tcp_workers_stop(tcp_ctx *ctx);
+tcp_worker *tcp_worker_pick(tcp_ctx *ctx);
+int tcp_worker_is_self(const tcp_worker *w);
+/* Run fn(arg) on the worker (sync: wait for it; from the worker itself it
+ * runs at once).  Async commands are freed by the worker. */
+void tcp_worker_call(tcp_worker *w, void (*fn)(void *), void *arg);
+int tcp_worker_post(tcp_worker *w, void (*fn)(void *), void *arg);
+void tcp_worker_wake(tcp_worker *w);
+/* Worker thread only: add to / take out of its epoll set and list. */
+int tcp_io_add(tcp_io *io, uint32_t events);
+void tcp_io_mod(tcp_io *io, uint32_t events);
+void tcp_io_unlist(tcp_io *io); /* leaves the list; on_free runs after the batch */
+void tcp_io_list(tcp_io *io);
 
 /* tcp_server.c */
 int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen);
-void tcp_server_stop(tcp_ctx *ctx);
+void tcp_server_evict(tcp_worker *w);
 
 /* tcp_client.c */
 int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);

@@ -1,29 +1,38 @@
 /* transports/tcp/tcp_server.c: the target side of the TCP transport.
  *
- * An accept thread (poll on the listening socket and an eventfd for stop)
- * starts one thread per accepted connection.  That thread serves the
- * connection's requests in order with blocking I/O: read the 32-byte
- * header, check the range under the registered-memory read lock, then move
- * the data straight between the socket and registered memory.  WRITE
- * replies are kept in a small buffer while further requests are already in
- * the socket and flushed before the thread would block (or after 16), which
- * saves a send per slice without delaying a lone request.
+ * The listening socket and every accepted connection live on the I/O
+ * threads (tcp_loop.c); each connection is a small state machine driven by
+ * non-blocking reads and writes, straight between the socket and
+ * registered memory.  Wire format: docs/protocol.md, "TCP data frames".
  *
- * Timeouts: SO_RCVTIMEO/SO_SNDTIMEO of at most one second let the thread
- * notice a stalled peer: an idle connection (between requests) may stay
- * open forever; a request whose bytes stop arriving for io_timeout ms
- * closes the connection.  Stop: fini shuts every socket down, which wakes
- * the blocked calls, then joins each thread and closes its fd. */
+ * No lock is held across network I/O: a request's range is looked up under
+ * the table lock and pinned (tcp_mr_pin), the lock is dropped, and each
+ * read or write into the range is bracketed by tcp_mr_io_begin/end, so a
+ * deregistration waits only for the transfers on its own range, up to
+ * unregister_wait_ms, and then revokes them.
+ *
+ * Budgets (see docs/protocol.md, "Target budgets"):
+ *  - a connection is a stranger until it has authenticated (auth on) or
+ *    sent one request inside registered memory (auth off); strangers are limited
+ *    per source address and in total, the oldest is dropped to make room,
+ *    and one idle for unproven_idle_ms is dropped; established
+ *    connections can use all of max_server_connections;
+ *  - while a request is under way and the peer is what we wait for, it must
+ *    move progress_min_rate bytes per progress_window_ms (averaged over the
+ *    window) or the connection is cut;
+ *  - replies already owed (requests applied) are sent before a connection
+ *    is closed for garbage;
+ *  - warnings about strangers are rate-limited, with a count. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -32,302 +41,663 @@
 #include "tcp_wire.h"
 #include "tern/tern.h"
 
-#define ACK_BATCH 16
-#define DRAIN_CHUNK (256 * 1024)
+#define DRAIN_CHUNK (64 * 1024)
+/* Replies owed before they are sent, while requests keep coming: they go
+ * out together, and no further request is read until the socket took them
+ * (a peer that does not read its replies stops being served). */
+#define OUT_MAX (16 * TCP_REP_SIZE)
 
-typedef struct srv_state {
-    tcp_srv_conn *c;
+enum { S_HELLO, S_PROOF, S_HDR, S_WPAY, S_DRAIN, S_RPAY, S_CLOSING };
+
+struct tcp_srv_conn {
+    tcp_io io;
     tcp_ctx *ctx;
-    uint8_t acks[ACK_BATCH * TCP_REP_SIZE];
-    int nacks;
-    uint8_t *drain;            /* scratch for refused WRITE payloads */
-} srv_state;
+    char peer[64], src[INET6_ADDRSTRLEN];
+    int state, proven, stranger;
+    atomic_int evict;
+    tcp_srv_conn *sprev, *snext;     /* ctx->strangers, under srv_mu */
+    uint8_t in[TCP_AUTH_HELLO_SIZE];
+    size_t have;
+    uint8_t nc[32], ns[32];
+    tcp_req q;
+    int status;                      /* of a refused request being drained */
+    tcp_mr *mr;
+    uint64_t off;
+    uint8_t *out;
+    size_t outlen, outoff, outcap;
+    uint32_t events;                 /* armed epoll events */
+    int starved;                     /* the last read or write would block */
+    uint64_t born_ms, win_start, win_bytes, last_bytes_ms;
+    uint8_t *drain;
+};
 
-/* Is the connection being torn down? */
-static int srv_stopping(tcp_ctx *ctx) { return atomic_load(&ctx->srv_stopping); }
+/* ---- strangers ---------------------------------------------------------------- */
 
-/* Read len bytes.  idle_ok: the peer may stay silent forever before the
- * first byte.  Returns 0, TERN_ERR_CLOSED (EOF or stop), TERN_ERR_TIMEOUT,
- * TERN_ERR_IO. */
-static int srv_read(srv_state *st, void *buf, size_t len, int idle_ok)
+/* Caller holds srv_mu. */
+static void stranger_unlink_locked(tcp_ctx *ctx, tcp_srv_conn *c)
 {
-    size_t got = 0;
-    uint64_t last = tcp_now_ms();
-    while (got < len) {
-        ssize_t n = recv(st->c->fd, (char *)buf + got, len - got, MSG_WAITALL);
+    if (!c->stranger)
+        return;
+    if (c->sprev)
+        c->sprev->snext = c->snext;
+    else
+        ctx->strangers = c->snext;
+    if (c->snext)
+        c->snext->sprev = c->sprev;
+    else
+        ctx->strangers_tail = c->sprev;
+    c->sprev = c->snext = NULL;
+    c->stranger = 0;
+    ctx->nunproven--;
+}
+
+/* Tell a stranger's worker to drop it (caller holds srv_mu, which keeps
+ * the connection alive: it is freed only after srv_close took srv_mu). */
+static void stranger_evict_locked(tcp_ctx *ctx, tcp_srv_conn *c)
+{
+    stranger_unlink_locked(ctx, c);
+    atomic_store(&c->evict, 1);
+    atomic_store(&c->io.w->evict, 1);
+    tcp_worker_wake(c->io.w);
+    atomic_fetch_add(&ctx->st_evicted, 1);
+}
+
+static void srv_prove(tcp_srv_conn *c)
+{
+    if (c->proven)
+        return;
+    c->proven = 1;
+    pthread_mutex_lock(&c->ctx->srv_mu);
+    stranger_unlink_locked(c->ctx, c);
+    pthread_mutex_unlock(&c->ctx->srv_mu);
+}
+
+/* ---- closing ------------------------------------------------------------------ */
+
+static void srv_close(tcp_srv_conn *c, int level, const char *why)
+{
+    tcp_ctx *ctx = c->ctx;
+    if (c->io.dead)
+        return;
+    if (why && level <= TERN_LOG_WARN && !c->proven)
+        tcp_warn_limited(ctx, &ctx->rl_garbage, "data connection from %s closed: %s",
+                         c->peer, why);
+    else if (why)
+        tcp_log(ctx, level, "data connection from %s closed: %s", c->peer, why);
+    pthread_mutex_lock(&ctx->srv_mu);
+    stranger_unlink_locked(ctx, c);
+    ctx->nsrv--;
+    pthread_mutex_unlock(&ctx->srv_mu);
+    epoll_ctl(c->io.w->epfd, EPOLL_CTL_DEL, c->io.fd, NULL);
+    close(c->io.fd);
+    c->io.fd = -1;
+    atomic_fetch_sub(&c->io.w->nconn, 1);
+    if (c->mr) {
+        tcp_mr_unpin(c->mr);
+        c->mr = NULL;
+    }
+    tcp_io_unlist(&c->io);
+}
+
+/* Before closing on purpose: FIN after the owed replies, and what the peer
+ * already sent is read away, so the close does not turn into a reset that
+ * could overtake the replies. */
+static void srv_linger(tcp_srv_conn *c)
+{
+    shutdown(c->io.fd, SHUT_WR);
+    char buf[4096];
+    for (int i = 0; i < 64 && recv(c->io.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+        ;
+}
+
+static void srv_free(tcp_io *io)
+{
+    tcp_srv_conn *c = (tcp_srv_conn *)io;
+    if (c->mr)
+        tcp_mr_unpin(c->mr);
+    free(c->out);
+    free(c->drain);
+    free(c);
+}
+
+/* ---- output: replies owed, in request order ----------------------------------- */
+
+static int out_append(tcp_srv_conn *c, const void *p, size_t n)
+{
+    if (c->outlen + n > c->outcap) {
+        size_t nc = c->outcap ? c->outcap * 2 : 16 * TCP_REP_SIZE;
+        while (nc < c->outlen + n)
+            nc *= 2;
+        uint8_t *o = realloc(c->out, nc);
+        if (!o)
+            return TERN_ERR_NOMEM;
+        c->out = o;
+        c->outcap = nc;
+    }
+    memcpy(c->out + c->outlen, p, n);
+    c->outlen += n;
+    return 0;
+}
+
+static int out_reply(tcp_srv_conn *c, const tcp_req *q, int status)
+{
+    uint8_t p[TCP_REP_SIZE];
+    tcp_rep r = {.magic = TCP_REP_MAGIC, .version = TCP_WIRE_VERSION, .opcode = q->opcode,
+                 .status = status, .id = q->id};
+    tcp_rep_encode(p, &r);
+    return out_append(c, p, sizeof p);
+}
+
+static void srv_progress(tcp_srv_conn *c, size_t n)
+{
+    c->win_bytes += n;
+    c->starved = 0;
+    c->last_bytes_ms = tcp_now_ms();
+}
+
+/* Send owed replies and, in S_RPAY, the READ's data after them.
+ * 0: as far as the socket takes; <0: the connection is gone. */
+static int srv_write(tcp_srv_conn *c)
+{
+    for (;;) {
+        struct iovec iov[2];
+        int n = 0;
+        if (c->outoff < c->outlen)
+            iov[n++] = (struct iovec){c->out + c->outoff, c->outlen - c->outoff};
+        int data = c->state == S_RPAY && c->off < c->q.length;
+        if (data)
+            iov[n++] = (struct iovec){(char *)(uintptr_t)c->q.addr + c->off,
+                                      c->q.length - c->off};
+        if (!n)
+            return 0;
+        if (data && tcp_mr_io_begin(c->mr) != 0)
+            return TERN_ERR_RANGE;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t k = sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        int e = errno;
+        if (data)
+            tcp_mr_io_end(c->mr);
+        if (k < 0) {
+            if (e == EINTR)
+                continue;
+            if (e == EAGAIN || e == EWOULDBLOCK) {
+                c->starved = 1;
+                return 0;
+            }
+            return TERN_ERR_CLOSED;
+        }
+        srv_progress(c, (size_t)k);
+        size_t left = (size_t)k, o = c->outlen - c->outoff;
+        size_t t = left < o ? left : o;
+        c->outoff += t;
+        left -= t;
+        if (c->outoff == c->outlen)
+            c->outoff = c->outlen = 0;
+        if (data) {
+            c->off += left;
+            atomic_fetch_add(&c->ctx->st_bytes_out, left);
+            if (c->off == c->q.length) {
+                tcp_mr_unpin(c->mr);
+                c->mr = NULL;
+                c->state = S_HDR;
+            }
+        }
+    }
+}
+
+/* ---- input --------------------------------------------------------------------- */
+
+/* recv: >0 bytes, 0 would block, <0 the connection is gone. */
+static ssize_t srv_recv(tcp_srv_conn *c, void *buf, size_t len)
+{
+    for (;;) {
+        ssize_t n = recv(c->io.fd, buf, len, MSG_DONTWAIT);
         if (n > 0) {
-            got += (size_t)n;
-            last = tcp_now_ms();
-            continue;
+            srv_progress(c, (size_t)n);
+            return n;
         }
         if (n == 0)
             return TERN_ERR_CLOSED;
         if (errno == EINTR)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return TERN_ERR_IO;
-        if (srv_stopping(st->ctx))
-            return TERN_ERR_CLOSED;
-        if (!(idle_ok && got == 0) && tcp_now_ms() - last > (uint64_t)st->ctx->io_timeout_ms)
-            return TERN_ERR_TIMEOUT;
-    }
-    return 0;
-}
-
-/* Write an iovec fully (modifies iov). */
-static int srv_writev(srv_state *st, struct iovec *iov, int iovcnt)
-{
-    uint64_t last = tcp_now_ms();
-    while (iovcnt > 0) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
-        ssize_t n = sendmsg(st->c->fd, &mh, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                return errno == EPIPE || errno == ECONNRESET ? TERN_ERR_CLOSED : TERN_ERR_IO;
-            if (srv_stopping(st->ctx))
-                return TERN_ERR_CLOSED;
-            if (tcp_now_ms() - last > (uint64_t)st->ctx->io_timeout_ms)
-                return TERN_ERR_TIMEOUT;
-            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            c->starved = 1;
+            return 0;
         }
-        last = tcp_now_ms();
-        size_t left = (size_t)n;
-        while (iovcnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
-
-static int srv_flush_acks(srv_state *st)
-{
-    if (!st->nacks)
-        return 0;
-    struct iovec iov = {st->acks, (size_t)st->nacks * TCP_REP_SIZE};
-    st->nacks = 0;
-    return srv_writev(st, &iov, 1);
-}
-
-static void srv_make_rep(uint8_t *p, const tcp_req *q, int status)
-{
-    tcp_rep r = {.magic = TCP_REP_MAGIC, .version = TCP_WIRE_VERSION, .opcode = q->opcode,
-                 .status = status, .id = q->id};
-    tcp_rep_encode(p, &r);
-}
-
-static int srv_queue_ack(srv_state *st, const tcp_req *q, int status)
-{
-    srv_make_rep(st->acks + (size_t)st->nacks * TCP_REP_SIZE, q, status);
-    if (++st->nacks == ACK_BATCH)
-        return srv_flush_acks(st);
-    return 0;
-}
-
-/* Next request header: try without blocking first; if nothing is there,
- * flush the pending replies and wait (idle is fine). */
-static int srv_read_header(srv_state *st, uint8_t *hdr)
-{
-    ssize_t n;
-    do
-        n = recv(st->c->fd, hdr, TCP_REQ_SIZE, MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    if (n == TCP_REQ_SIZE)
-        return 0;
-    if (n == 0)
-        return TERN_ERR_CLOSED;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
         return TERN_ERR_IO;
-    size_t got = n > 0 ? (size_t)n : 0;
-    int rc = srv_flush_acks(st);
-    if (rc)
-        return rc;
-    return srv_read(st, hdr + got, TCP_REQ_SIZE - got, got == 0);
-}
-
-static int srv_drain(srv_state *st, uint64_t len)
-{
-    if (!st->drain && !(st->drain = malloc(DRAIN_CHUNK)))
-        return TERN_ERR_NOMEM;
-    while (len) {
-        size_t n = len < DRAIN_CHUNK ? (size_t)len : DRAIN_CHUNK;
-        int rc = srv_read(st, st->drain, n, 0);
-        if (rc)
-            return rc;
-        len -= n;
     }
-    return 0;
 }
 
-/* Serve one checked request while holding the read lock. */
-static int srv_do_transfer(srv_state *st, const tcp_req *q)
+/* Collect `need` bytes of a frame into c->in: 1 complete, 0 not yet, <0 gone. */
+static int srv_collect(tcp_srv_conn *c, size_t need)
 {
-    void *mem = (void *)(uintptr_t)q->addr;
-    if (q->opcode == TERN_WRITE) {
-        int rc = srv_read(st, mem, q->length, 0);
-        if (rc == 0)
-            atomic_fetch_add(&st->ctx->st_bytes_in, q->length);
-        return rc;
+    while (c->have < need) {
+        ssize_t n = srv_recv(c, c->in + c->have, need - c->have);
+        if (n <= 0)
+            return (int)n;
+        c->have += (size_t)n;
     }
-    int rc = srv_flush_acks(st); /* replies stay in request order */
-    if (rc)
-        return rc;
-    uint8_t rep[TCP_REP_SIZE];
-    srv_make_rep(rep, q, 0);
-    struct iovec iov[2] = {{rep, TCP_REP_SIZE}, {mem, q->length}};
-    rc = srv_writev(st, iov, 2);
-    if (rc == 0)
-        atomic_fetch_add(&st->ctx->st_bytes_out, q->length);
-    return rc;
+    return 1;
 }
 
-/* One request: 0 to go on, else the reason to close the connection. */
-static int srv_serve_one(srv_state *st)
+/* Garbage: no byte more is read; owed replies go out, then it closes. */
+static void srv_garbage(tcp_srv_conn *c, const char *what)
 {
-    uint8_t hdr[TCP_REQ_SIZE];
-    int rc = srv_read_header(st, hdr);
-    if (rc)
-        return rc;
+    tcp_ctx *ctx = c->ctx;
+    if (c->proven)
+        tcp_log(ctx, TERN_LOG_WARN, "closing data connection from %s: %s", c->peer, what);
+    else
+        tcp_warn_limited(ctx, &ctx->rl_garbage, "closing data connection from %s: %s",
+                         c->peer, what);
+    c->state = S_CLOSING;
+}
+
+static void srv_hello(tcp_srv_conn *c)
+{
+    tcp_ctx *ctx = c->ctx;
+    uint32_t magic = tcp_get32(c->in);
+    if (magic == TCP_REQ_MAGIC) { /* a peer without the secret: refuse its request */
+        tcp_req q;
+        tcp_req_decode(c->in, &q);
+        out_reply(c, &q, TERN_ERR_AUTH);
+        tcp_warn_limited(ctx, &ctx->rl_auth,
+                         "authentication failed: peer %s sent a request without proving "
+                         "the shared secret (is auth_secret_file set on the peer?)", c->peer);
+        c->state = S_CLOSING;
+        return;
+    }
+    if (magic != TCP_AUTH_HELLO) {
+        tcp_warn_limited(ctx, &ctx->rl_auth,
+                         "authentication failed: peer %s sent 0x%08x instead of an "
+                         "authentication hello (not a tern TCP transport?)", c->peer, magic);
+        c->state = S_CLOSING;
+        return;
+    }
+    uint8_t ch[TCP_AUTH_CHALLENGE_SIZE];
+    memcpy(c->nc, c->in + 8, 32);
+    if (tcp_auth_challenge(ctx, c->in, ch, c->ns) != 0 || out_append(c, ch, sizeof ch) != 0) {
+        c->state = S_CLOSING;
+        return;
+    }
+    c->have = 0;
+    c->state = S_PROOF;
+}
+
+static void srv_proof(tcp_srv_conn *c)
+{
+    tcp_ctx *ctx = c->ctx;
+    int rc = tcp_auth_verify(ctx, c->ns, c->nc, c->in);
+    uint8_t v[TCP_AUTH_VERDICT_SIZE];
+    tcp_put32(v, TCP_AUTH_VERDICT);
+    tcp_put32(v + 4, (uint32_t)(rc == 0 ? 0 : TERN_ERR_AUTH));
+    out_append(c, v, sizeof v);
+    c->have = 0;
+    if (rc) {
+        tcp_warn_limited(ctx, &ctx->rl_auth,
+                         "authentication failed: peer %s %s (check auth_secret_file on "
+                         "both sides)", c->peer,
+                         rc == TERN_ERR_PROTOCOL ? "sent something else than a proof"
+                                                 : "did not prove the shared secret");
+        c->state = S_CLOSING;
+        return;
+    }
+    srv_prove(c);
+    c->state = S_HDR;
+}
+
+/* A complete request header in c->in. */
+static void srv_header(tcp_srv_conn *c)
+{
+    tcp_ctx *ctx = c->ctx;
     tcp_req q;
-    tcp_req_decode(hdr, &q);
+    tcp_req_decode(c->in, &q);
+    c->have = 0;
     if (q.magic != TCP_REQ_MAGIC || q.version != TCP_WIRE_VERSION || q.flags != 0 ||
         (q.opcode != TERN_READ && q.opcode != TERN_WRITE)) {
-        tcp_log(st->ctx, TERN_LOG_WARN,
-                "closing data connection from %s: malformed request header (magic 0x%08x, "
-                "version %u, opcode %u, flags 0x%x); is the peer a tern TCP transport "
-                "of wire version %d?", st->c->peer, q.magic, q.version, q.opcode, q.flags,
-                TCP_WIRE_VERSION);
-        return TERN_ERR_PROTOCOL;
+        char what[192];
+        snprintf(what, sizeof what, "malformed request header (magic 0x%08x, version %u, "
+                 "opcode %u, flags 0x%x); is the peer a tern TCP transport of wire "
+                 "version %d?", q.magic, q.version, q.opcode, q.flags, TCP_WIRE_VERSION);
+        srv_garbage(c, what);
+        return;
     }
-    atomic_fetch_add(&st->ctx->st_req_served, 1);
-    pthread_rwlock_rdlock(&st->ctx->mr_lock);
-    if (q.length && tcp_mr_find(st->ctx, q.addr, q.length)) {
-        rc = srv_do_transfer(st, &q);
-        pthread_rwlock_unlock(&st->ctx->mr_lock);
-        if (rc == 0 && q.opcode == TERN_WRITE)
-            rc = srv_queue_ack(st, &q, 0);
-        return rc;
+    atomic_fetch_add(&ctx->st_req_served, 1);
+    c->q = q;
+    c->off = 0;
+    c->mr = q.length ? tcp_mr_pin(ctx, q.addr, q.length) : NULL;
+    if (c->mr) {
+        srv_prove(c); /* a request inside registered memory; a refused one proves nothing */
+        if (q.opcode == TERN_WRITE) {
+            c->state = S_WPAY;
+        } else {
+            out_reply(c, &q, 0);
+            c->state = S_RPAY;
+        }
+        return;
     }
-    pthread_rwlock_unlock(&st->ctx->mr_lock);
-    atomic_fetch_add(&st->ctx->st_refused, 1);
-    int status = q.length ? TERN_ERR_RANGE : TERN_ERR_INVAL;
-    tcp_log(st->ctx, TERN_LOG_DEBUG, "refused %s of %" PRIu64 " B at 0x%" PRIx64 " from %s",
-            q.opcode == TERN_WRITE ? "WRITE" : "READ", q.length, q.addr, st->c->peer);
-    if (q.opcode == TERN_WRITE && q.length) {
-        if (q.length > TCP_DRAIN_MAX)
-            return TERN_ERR_RANGE; /* documented: close without a reply */
-        rc = srv_drain(st, q.length);
-        if (rc)
+    atomic_fetch_add(&ctx->st_refused, 1);
+    c->status = q.length ? TERN_ERR_RANGE : TERN_ERR_INVAL;
+    tcp_log(ctx, TERN_LOG_DEBUG, "refused %s of %" PRIu64 " B at 0x%" PRIx64 " from %s",
+            q.opcode == TERN_WRITE ? "WRITE" : "READ", q.length, q.addr, c->peer);
+    if (q.opcode == TERN_WRITE && q.length > TCP_DRAIN_MAX) {
+        out_reply(c, &q, c->status); /* too big to skip: answer, then close */
+        c->state = S_CLOSING;
+    } else if (q.opcode == TERN_WRITE && q.length) {
+        c->state = S_DRAIN;
+    } else {
+        out_reply(c, &q, c->status);
+    }
+}
+
+static int srv_wpay(tcp_srv_conn *c)
+{
+    if (tcp_mr_io_begin(c->mr) != 0)
+        return TERN_ERR_RANGE;
+    ssize_t n = srv_recv(c, (char *)(uintptr_t)c->q.addr + c->off, c->q.length - c->off);
+    tcp_mr_io_end(c->mr);
+    if (n <= 0)
+        return (int)n;
+    c->off += (uint64_t)n;
+    if (c->off == c->q.length) {
+        atomic_fetch_add(&c->ctx->st_bytes_in, c->q.length);
+        tcp_mr_unpin(c->mr);
+        c->mr = NULL;
+        out_reply(c, &c->q, 0);
+        c->state = S_HDR;
+    }
+    return 1;
+}
+
+static int srv_drain(tcp_srv_conn *c)
+{
+    if (!c->drain && !(c->drain = malloc(DRAIN_CHUNK)))
+        return TERN_ERR_NOMEM;
+    uint64_t left = c->q.length - c->off;
+    ssize_t n = srv_recv(c, c->drain, left < DRAIN_CHUNK ? (size_t)left : DRAIN_CHUNK);
+    if (n <= 0)
+        return (int)n;
+    c->off += (uint64_t)n;
+    if (c->off == c->q.length) {
+        out_reply(c, &c->q, c->status);
+        c->state = S_HDR;
+        free(c->drain);
+        c->drain = NULL;
+    }
+    return 1;
+}
+
+/* Read and apply requests until the socket is empty or replies pile up.
+ * 0, or <0 when the connection is gone. */
+static int srv_read(tcp_srv_conn *c)
+{
+    for (;;) {
+        int rc;
+        switch (c->state) {
+        case S_HELLO:
+            rc = srv_collect(c, c->have < TCP_REQ_SIZE ? TCP_REQ_SIZE : TCP_AUTH_HELLO_SIZE);
+            if (rc == 1 && c->have == TCP_REQ_SIZE && tcp_get32(c->in) == TCP_AUTH_HELLO)
+                continue; /* the rest of the hello */
+            if (rc == 1)
+                srv_hello(c);
+            break;
+        case S_PROOF:
+            rc = srv_collect(c, TCP_AUTH_PROOF_SIZE);
+            if (rc == 1)
+                srv_proof(c);
+            break;
+        case S_HDR:
+            if (c->outlen - c->outoff >= OUT_MAX)
+                return 0; /* send these replies first: the initiator waits for them */
+            rc = srv_collect(c, TCP_REQ_SIZE);
+            if (rc == 1)
+                srv_header(c);
+            break;
+        case S_WPAY:
+            rc = srv_wpay(c);
+            break;
+        case S_DRAIN:
+            rc = srv_drain(c);
+            break;
+        default: /* S_RPAY, S_CLOSING: nothing to read now */
+            return 0;
+        }
+        if (rc <= 0)
             return rc;
     }
-    return srv_queue_ack(st, &q, status);
 }
 
-static void *srv_conn_main(void *arg)
+/* The events we wait for, from the state. */
+static void srv_arm(tcp_srv_conn *c)
 {
-    tcp_srv_conn *c = arg;
-    srv_state st = {.c = c, .ctx = c->ctx};
-    /* A peer that does not prove the shared secret is never served (tcp_auth.h). */
-    int rc = tcp_auth_server(c->ctx, c->fd, c->peer) ? TERN_ERR_CLOSED : 0;
-    while (rc == 0 && (rc = srv_serve_one(&st)) == 0)
-        ;
-    if (rc != TERN_ERR_CLOSED && rc != TERN_ERR_PROTOCOL)
-        tcp_log(c->ctx, TERN_LOG_INFO, "data connection from %s closed: %s", c->peer,
-                tcp_errname(rc));
-    shutdown(c->fd, SHUT_RDWR);
-    free(st.drain);
-    atomic_store(&c->done, 1);
-    return NULL;
-}
-
-/* Join and free connections whose thread ended (it takes no lock after
- * setting `done`, so joining under srv_mu is safe).  Caller holds srv_mu. */
-static void srv_reap_locked(tcp_ctx *ctx)
-{
-    tcp_srv_conn **pp = &ctx->srv_conns;
-    while (*pp) {
-        tcp_srv_conn *c = *pp;
-        if (!atomic_load(&c->done)) {
-            pp = &c->next;
-            continue;
-        }
-        *pp = c->next;
-        pthread_join(c->thread, NULL);
-        close(c->fd);
-        ctx->nsrv--;
-        free(c);
+    int pending = c->outoff < c->outlen || c->state == S_RPAY;
+    int reading = c->state != S_RPAY && c->state != S_CLOSING &&
+                  !(c->state == S_HDR && c->outlen - c->outoff >= OUT_MAX);
+    uint32_t ev = (reading ? EPOLLIN : 0) | (pending ? EPOLLOUT : 0);
+    if (ev != c->events) {
+        tcp_io_mod(&c->io, ev);
+        c->events = ev;
     }
 }
 
-static void srv_accept_one(tcp_ctx *ctx)
+static void srv_pump(tcp_srv_conn *c)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int fd = accept4(ctx->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-    if (fd < 0)
+    for (int round = 0; round < 64; round++) {
+        int st = c->state;
+        size_t owed = c->outlen - c->outoff;
+        int rc = srv_read(c);
+        if (rc == 0)
+            rc = srv_write(c);
+        if (rc < 0) {
+            srv_close(c, rc == TERN_ERR_RANGE ? TERN_LOG_INFO : TERN_LOG_DEBUG,
+                      rc == TERN_ERR_RANGE ? "its buffer was deregistered during a transfer"
+                      : rc == TERN_ERR_CLOSED ? NULL : tcp_errname(rc));
+            return;
+        }
+        if (c->state == S_CLOSING && c->outoff == c->outlen) {
+            srv_linger(c); /* owed replies are out */
+            srv_close(c, TERN_LOG_DEBUG, NULL);
+            return;
+        }
+        if (c->state == st && c->outlen - c->outoff == owed)
+            break; /* nothing moved: wait for the socket */
+        if (c->starved)
+            break;
+    }
+    srv_arm(c);
+}
+
+static void srv_on_event(tcp_io *io, uint32_t ev)
+{
+    tcp_srv_conn *c = (tcp_srv_conn *)io;
+    (void)ev;
+    c->starved = 0;
+    srv_pump(c);
+}
+
+static int srv_busy(const tcp_srv_conn *c)
+{
+    return c->state == S_WPAY || c->state == S_DRAIN || c->state == S_RPAY ||
+           c->state == S_CLOSING || c->have > 0 || c->outoff < c->outlen;
+}
+
+static void srv_on_tick(tcp_io *io, uint64_t now)
+{
+    tcp_srv_conn *c = (tcp_srv_conn *)io;
+    tcp_ctx *ctx = c->ctx;
+    if (!c->proven && ctx->opt_unproven_idle_ms > 0 &&
+        now - c->born_ms > (uint64_t)ctx->opt_unproven_idle_ms) {
+        srv_close(c, TERN_LOG_DEBUG, "a stranger that proved nothing (unproven_idle_ms)");
         return;
+    }
+    if (!srv_busy(c)) {
+        c->win_start = now;
+        c->win_bytes = 0;
+        c->last_bytes_ms = now;
+        return;
+    }
+    uint64_t win = (uint64_t)ctx->opt_progress_window_ms;
+    if (c->starved && now - c->last_bytes_ms > (uint64_t)ctx->io_timeout_ms) {
+        atomic_fetch_add(&ctx->st_slow_cut, 1);
+        srv_close(c, TERN_LOG_WARN, "no progress for io_timeout");
+        return;
+    }
+    if (now - c->win_start < win)
+        return;
+    if (ctx->opt_progress_min_rate && c->starved &&
+        c->win_bytes * 1000 < ctx->opt_progress_min_rate * win) {
+        atomic_fetch_add(&ctx->st_slow_cut, 1);
+        tcp_warn_limited(ctx, &ctx->rl_slow,
+                         "cutting data connection from %s: %" PRIu64 " B in %" PRIu64
+                         " ms, below progress_min_rate %" PRIu64 " B/s", c->peer,
+                         c->win_bytes, now - c->win_start, ctx->opt_progress_min_rate);
+        srv_close(c, TERN_LOG_DEBUG, NULL);
+        return;
+    }
+    c->win_start = now;
+    c->win_bytes = 0;
+}
+
+/* Worker: drop the connections a newer stranger evicted. */
+void tcp_server_evict(tcp_worker *w)
+{
+    for (tcp_io *io = w->list, *next; io; io = next) {
+        next = io->next;
+        if (io->on_event == srv_on_event && atomic_load(&((tcp_srv_conn *)io)->evict))
+            srv_close((tcp_srv_conn *)io, TERN_LOG_DEBUG, "evicted to make room");
+    }
+}
+
+/* ---- accepting ------------------------------------------------------------------ */
+
+static void srv_attach(void *arg)
+{
+    tcp_srv_conn *c = arg;
+    c->events = EPOLLIN;
+    if (tcp_io_add(&c->io, c->events) != 0) {
+        tcp_io_list(&c->io);
+        srv_close(c, TERN_LOG_WARN, "epoll_ctl failed");
+        return;
+    }
+    if (atomic_load(&c->evict))
+        srv_close(c, TERN_LOG_DEBUG, NULL);
+}
+
+/* A stranger with a request (or hello) waiting in its socket is about to
+ * prove itself: only idle ones are dropped to make room.  Caller holds
+ * srv_mu, so the socket is not closed meanwhile. */
+static int stranger_idle(const tcp_srv_conn *c)
+{
+    int n = 0;
+    return ioctl(c->io.fd, FIONREAD, &n) == 0 && n < TCP_REQ_SIZE;
+}
+
+/* The oldest idle stranger (of src, or of all when src is NULL). */
+static tcp_srv_conn *stranger_oldest_idle(tcp_ctx *ctx, const char *src, int *count)
+{
+    tcp_srv_conn *oldest = NULL;
+    int n = 0;
+    for (tcp_srv_conn *s = ctx->strangers; s; s = s->snext) {
+        if (src && strcmp(s->src, src))
+            continue;
+        n++;
+        if (!oldest && stranger_idle(s))
+            oldest = s;
+    }
+    if (count)
+        *count = n;
+    return oldest;
+}
+
+/* Make room for a stranger from src (caller holds srv_mu): 0, or -1 when
+ * the port is full of established connections. */
+static int srv_budget_locked(tcp_ctx *ctx, const char *src)
+{
+    if (ctx->nsrv >= ctx->opt_max_server_conns && !ctx->strangers)
+        return -1;
+    if (ctx->nsrv >= ctx->opt_max_server_conns || ctx->nunproven >= ctx->opt_max_unproven) {
+        tcp_srv_conn *v = stranger_oldest_idle(ctx, NULL, NULL);
+        if (v)
+            stranger_evict_locked(ctx, v);
+        else if (ctx->nsrv >= ctx->opt_max_server_conns)
+            return -1;
+    }
+    int same = 0;
+    tcp_srv_conn *v = stranger_oldest_idle(ctx, src, &same);
+    if (same >= ctx->opt_unproven_per_source && v)
+        stranger_evict_locked(ctx, v);
+    return 0;
+}
+
+static void srv_admit(tcp_ctx *ctx, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
+    getnameinfo((const struct sockaddr *)ss, sl, h, sizeof h, p, sizeof p,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    tcp_srv_conn *c = calloc(1, sizeof *c);
     pthread_mutex_lock(&ctx->srv_mu);
-    srv_reap_locked(ctx);
-    int full = ctx->nsrv >= ctx->opt_max_server_conns;
-    pthread_mutex_unlock(&ctx->srv_mu);
-    tcp_srv_conn *c = full ? NULL : calloc(1, sizeof *c);
-    if (!c) {
-        tcp_log(ctx, TERN_LOG_WARN, "refusing a data connection: %s",
-                full ? "max_server_connections reached" : "out of memory");
+    if (!c || srv_budget_locked(ctx, h) != 0) {
+        pthread_mutex_unlock(&ctx->srv_mu);
+        tcp_warn_limited(ctx, &ctx->rl_refuse, "refusing a data connection from %s: %s", h,
+                         c ? "max_server_connections established connections" : "out of memory");
+        free(c);
         close(fd);
         return;
     }
     c->ctx = ctx;
-    c->fd = fd;
-    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
-    getnameinfo((struct sockaddr *)&ss, sl, h, sizeof h, p, sizeof p,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-    snprintf(c->peer, sizeof c->peer, "%s:%s", h, p);
-    tcp_sock_tune(ctx, fd);
-    int tmo = ctx->io_timeout_ms < 1000 ? ctx->io_timeout_ms : 1000;
-    struct timeval tv = {tmo / 1000, (tmo % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    pthread_mutex_lock(&ctx->srv_mu);
-    if (ctx->srv_stopping || pthread_create(&c->thread, NULL, srv_conn_main, c) != 0) {
-        pthread_mutex_unlock(&ctx->srv_mu);
-        close(fd);
-        free(c);
-        return;
-    }
-    c->next = ctx->srv_conns;
-    ctx->srv_conns = c;
+    c->io.fd = fd;
+    c->io.on_event = srv_on_event;
+    c->io.on_tick = srv_on_tick;
+    c->io.on_free = srv_free;
+    c->io.w = tcp_worker_pick(ctx);
+    snprintf(c->src, sizeof c->src, "%s", h);
+    snprintf(c->peer, sizeof c->peer, strchr(h, ':') ? "[%s]:%s" : "%s:%s", h, p);
+    c->state = ctx->auth ? S_HELLO : S_HDR;
+    c->born_ms = c->win_start = c->last_bytes_ms = tcp_now_ms();
+    c->stranger = 1;
+    c->sprev = ctx->strangers_tail;
+    if (ctx->strangers_tail)
+        ctx->strangers_tail->snext = c;
+    else
+        ctx->strangers = c;
+    ctx->strangers_tail = c;
+    ctx->nunproven++;
     ctx->nsrv++;
+    atomic_fetch_add(&c->io.w->nconn, 1);
     pthread_mutex_unlock(&ctx->srv_mu);
-}
-
-static void *srv_accept_main(void *arg)
-{
-    tcp_ctx *ctx = arg;
-    for (;;) {
-        struct pollfd pf[2] = {{ctx->lfd, POLLIN, 0}, {ctx->srv_efd, POLLIN, 0}};
-        int n = poll(pf, 2, 1000);
-        if (srv_stopping(ctx))
-            break;
-        if (n > 0 && (pf[0].revents & POLLIN))
-            srv_accept_one(ctx);
-        else if (n == 0) {
-            pthread_mutex_lock(&ctx->srv_mu);
-            srv_reap_locked(ctx);
-            pthread_mutex_unlock(&ctx->srv_mu);
-        }
+    tcp_sock_tune(ctx, fd);
+    if (tcp_worker_is_self(c->io.w))
+        srv_attach(c);
+    else if (tcp_worker_post(c->io.w, srv_attach, c) != 0) {
+        tcp_io_list(&c->io); /* not reached in practice: out of memory */
+        srv_close(c, TERN_LOG_WARN, "out of memory");
     }
-    return NULL;
 }
 
-static int srv_listen(tcp_ctx *ctx, char *err, size_t errlen)
+static void listener_on_event(tcp_io *io, uint32_t ev)
+{
+    tcp_ctx *ctx = io->w->ctx;
+    (void)ev;
+    for (int i = 0; i < 256; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                tcp_warn_limited(ctx, &ctx->rl_refuse,
+                                 "cannot accept data connections: %s (raise the open files "
+                                 "limit)", strerror(errno));
+            return;
+        }
+        srv_admit(ctx, fd, &ss, sl);
+    }
+}
+
+static void listener_free(tcp_io *io)
+{
+    free(io);
+}
+
+static int srv_listen(tcp_ctx *ctx, int *out, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
@@ -338,14 +708,14 @@ static int srv_listen(tcp_ctx *ctx, char *err, size_t errlen)
         return tcp_errf(err, errlen, TERN_ERR_CONFIG,
                         "tcp: cannot resolve bind address '%s': %s (check transports.tcp.bind "
                         "or the engine's server_name)", ctx->bind_host, gai_strerror(g));
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         tcp_sock_tune(ctx, fd); /* buffer sizes must be set before listen to
                                    count for the window scale */
     }
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 256) != 0) {
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
         int e = errno;
         if (fd >= 0)
             close(fd);
@@ -361,58 +731,38 @@ static int srv_listen(tcp_ctx *ctx, char *err, size_t errlen)
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     ctx->lport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                 : ((struct sockaddr_in *)&ss)->sin_port);
-    ctx->lfd = fd;
+    *out = fd;
     return 0;
 }
 
+static void listener_add(void *arg)
+{
+    tcp_io *io = arg;
+    if (tcp_io_add(io, EPOLLIN) != 0) {
+        tcp_io_list(io);
+        close(io->fd);
+        io->fd = -1;
+        tcp_io_unlist(io);
+    }
+}
+
+/* The listening socket goes on the first I/O thread; it stops with it. */
 int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen)
 {
-    int rc = srv_listen(ctx, err, errlen);
+    int fd = -1;
+    int rc = srv_listen(ctx, &fd, err, errlen);
     if (rc)
         return rc;
-    ctx->srv_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (ctx->srv_efd < 0 || pthread_create(&ctx->srv_thread, NULL, srv_accept_main, ctx) != 0) {
-        int e = errno;
-        close(ctx->lfd);
-        if (ctx->srv_efd >= 0)
-            close(ctx->srv_efd);
-        ctx->lfd = ctx->srv_efd = -1;
-        return tcp_errf(err, errlen, TERN_ERR_IO, "tcp: cannot start the data server: %s",
-                        strerror(e));
+    tcp_io *io = calloc(1, sizeof *io);
+    if (!io) {
+        close(fd);
+        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory");
     }
-    ctx->srv_started = 1;
+    io->fd = fd;
+    io->w = &ctx->workers[0];
+    io->on_event = listener_on_event;
+    io->on_free = listener_free;
+    ctx->listener = io;
+    tcp_worker_call(io->w, listener_add, io);
     return 0;
-}
-
-void tcp_server_stop(tcp_ctx *ctx)
-{
-    if (!ctx->srv_started)
-        return;
-    pthread_mutex_lock(&ctx->srv_mu);
-    atomic_store(&ctx->srv_stopping, 1);
-    for (tcp_srv_conn *c = ctx->srv_conns; c; c = c->next)
-        shutdown(c->fd, SHUT_RDWR);
-    pthread_mutex_unlock(&ctx->srv_mu);
-    uint64_t one = 1;
-    if (write(ctx->srv_efd, &one, sizeof one) < 0) {
-        /* the accept loop also wakes every second */
-    }
-    pthread_join(ctx->srv_thread, NULL);
-    /* Join outside srv_mu: a serving thread may still look at the flag. */
-    pthread_mutex_lock(&ctx->srv_mu);
-    tcp_srv_conn *list = ctx->srv_conns;
-    ctx->srv_conns = NULL;
-    pthread_mutex_unlock(&ctx->srv_mu);
-    while (list) {
-        tcp_srv_conn *c = list;
-        list = c->next;
-        pthread_join(c->thread, NULL);
-        close(c->fd);
-        free(c);
-    }
-    ctx->nsrv = 0;
-    close(ctx->lfd);
-    close(ctx->srv_efd);
-    ctx->lfd = ctx->srv_efd = -1;
-    ctx->srv_started = 0;
 }

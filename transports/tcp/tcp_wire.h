@@ -1,49 +1,7 @@
-/* transports/tcp/tcp_wire.h: the TCP transport's wire format.
- *
- * One TCP connection carries a stream of requests from the initiator and a
- * stream of replies from the target, replies in request order (the target
- * serves one connection's requests strictly one after the other).  All
- * integers are little-endian.  There is no handshake and no per-connection
- * greeting: every request is self-describing.
- *
- * Request (initiator -> target), 32 bytes, then the payload for WRITE:
- *   off  0  u32  magic    0x51524E54 ("TNRQ")
- *   off  4  u8   version  1
- *   off  5  u8   opcode   0 = READ, 1 = WRITE (tern.h values)
- *   off  6  u16  flags    0 (anything else is a protocol error)
- *   off  8  u64  id       chosen by the initiator, echoed in the reply
- *   off 16  u64  addr     target virtual address
- *   off 24  u64  length   bytes (> 0)
- *   off 32  WRITE only: `length` bytes of data, always sent in full
- *
- * Reply (target -> initiator), 24 bytes, then the data of a successful READ:
- *   off  0  u32  magic    0x50524E54 ("TNRP")
- *   off  4  u8   version  1
- *   off  5  u8   opcode   echoed
- *   off  6  u16  reserved 0
- *   off  8  i32  status   0, or a negative tern_err:
- *                         TERN_ERR_RANGE  [addr, addr+length) is not inside
- *                                         one buffer registered with the
- *                                         target's TCP transport (including
- *                                         addr+length overflow)
- *                         TERN_ERR_INVAL  length 0
- *   off 12  u32  reserved 0
- *   off 16  u64  id       the request's id
- *   off 24  READ with status 0 only: `length` bytes of data
- *
- * Rules the target follows:
- *  - every request is checked against the registered ranges BEFORE any byte
- *    of memory is touched; the range stays registered until the transfer is
- *    done (mr_deregister waits for it);
- *  - a WRITE is acknowledged only after its data is in memory;
- *  - a refused WRITE's payload is read and discarded (so the connection
- *    stays usable) when it is at most TCP_DRAIN_MAX bytes; a larger one is
- *    answered by closing the connection without a reply;
- *  - a malformed header (magic, version, opcode, flags) closes the
- *    connection: the stream cannot be resynchronised.
- * The initiator checks every reply's magic, version, id and opcode against
- * the oldest request in flight and closes the connection on a mismatch.
- */
+/* transports/tcp/tcp_wire.h: encoding of the TCP transport's frames.  The
+ * format and the rules both sides follow are in docs/protocol.md, "TCP data
+ * frames": a 32-byte little-endian request header (+ WRITE data), a 24-byte
+ * reply header per request (+ READ data), replies in request order. */
 #ifndef TERN_TCP_WIRE_H
 #define TERN_TCP_WIRE_H
 
