@@ -321,6 +321,35 @@ int tern_cuda_copy_to_device(tern_cuda *c, int ordinal, void *dst, const void *s
     return 0;
 }
 
+int tern_cuda_copy(tern_cuda *c, void *dst, const void *src, size_t len, char *err,
+                   size_t errlen)
+{
+    int ddev = -1, sdev = -1;
+    int dr = tern_cuda_pointer_device(c, dst, &ddev);
+    int sr = tern_cuda_pointer_device(c, src, &sdev);
+    if (dr < 0 || sr < 0) {
+        int rc = tern_cuda_load(c, err, errlen);
+        return rc ? rc : tern_errf(err, errlen, TERN_ERR_DEVICE, "the CUDA driver knows "
+                                   "%p or %p but names no GPU for it", dst, src);
+    }
+    if (dr == 1 && sr == 1) { /* device to device through the host */
+        void *tmp = malloc(len ? len : 1);
+        if (!tmp)
+            return tern_errf(err, errlen, TERN_ERR_NOMEM, "GPU copy: out of memory");
+        int rc = tern_cuda_copy_to_host(c, sdev, tmp, src, len, err, errlen);
+        if (!rc)
+            rc = tern_cuda_copy_to_device(c, ddev, dst, tmp, len, err, errlen);
+        free(tmp);
+        return rc;
+    }
+    if (dr == 1)
+        return tern_cuda_copy_to_device(c, ddev, dst, src, len, err, errlen);
+    if (sr == 1)
+        return tern_cuda_copy_to_host(c, sdev, dst, src, len, err, errlen);
+    return tern_errf(err, errlen, TERN_ERR_INVAL, "GPU copy: neither %p nor %p is GPU memory",
+                     dst, src);
+}
+
 int tern_cuda_stream_create(tern_cuda *c, int ordinal, tern_cuda_stream **out, char *err,
                             size_t errlen)
 {

@@ -46,6 +46,11 @@ int tern_cuda_copy_to_host(tern_cuda *c, int ordinal, void *dst, const void *src
 int tern_cuda_copy_to_device(tern_cuda *c, int ordinal, void *dst, const void *src,
                              size_t len, char *err, size_t errlen);
 
+/* Either direction (or device to device through the host), from what the
+ * pointers are; TERN_ERR_INVAL when neither is device memory. */
+int tern_cuda_copy(tern_cuda *c, void *dst, const void *src, size_t len, char *err,
+                   size_t errlen);
+
 /* ---- asynchronous copies through a stream (the staging pipeline) ---- */
 typedef struct tern_cuda_stream tern_cuda_stream;
 int tern_cuda_stream_create(tern_cuda *c, int ordinal, tern_cuda_stream **out, char *err,

@@ -64,6 +64,7 @@ static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
     if (rc)
         return rc;
     tern_plugins_set_completion(&e->plugins, tern_slice_complete);
+    tern_plugins_set_cuda(&e->plugins, e->cuda);
     for (size_t i = 0; i < e->plugins.n; i++) {
         tern_plugin *p = &e->plugins.plugins[i];
         if (p->outcome != TERN_LOAD_OK || !p->ops)

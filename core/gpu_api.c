@@ -45,30 +45,7 @@ TERN_EXPORT int tern_gpu_copy(tern_engine *e, void *dst, const void *src, size_t
     if (!e || !dst || !src)
         return e ? tern_engine_fail(e, TERN_ERR_INVAL, "gpu_copy: NULL address")
                  : TERN_ERR_INVAL;
-    int ddev = -1, sdev = -1;
-    int dr = tern_cuda_pointer_device(e->cuda, dst, &ddev);
-    int sr = tern_cuda_pointer_device(e->cuda, src, &sdev);
     char msg[TERN_ERRMSG_MAX] = "";
-    if (dr < 0 || sr < 0) {
-        tern_cuda_load(e->cuda, msg, sizeof msg);
-        return tern_engine_fail(e, dr < 0 ? dr : sr, "gpu_copy: %s", msg);
-    }
-    int rc = 0;
-    if (dr == 1 && sr == 1) { /* device to device through the host */
-        void *tmp = malloc(len);
-        if (!tmp)
-            return tern_engine_fail(e, TERN_ERR_NOMEM, "gpu_copy: out of memory");
-        rc = tern_cuda_copy_to_host(e->cuda, sdev, tmp, src, len, msg, sizeof msg);
-        if (!rc)
-            rc = tern_cuda_copy_to_device(e->cuda, ddev, dst, tmp, len, msg, sizeof msg);
-        free(tmp);
-    } else if (dr == 1) {
-        rc = tern_cuda_copy_to_device(e->cuda, ddev, dst, src, len, msg, sizeof msg);
-    } else if (sr == 1) {
-        rc = tern_cuda_copy_to_host(e->cuda, sdev, dst, src, len, msg, sizeof msg);
-    } else {
-        return tern_engine_fail(e, TERN_ERR_INVAL, "gpu_copy: neither %p nor %p is GPU "
-                                "memory", dst, src);
-    }
-    return rc ? tern_engine_fail(e, rc, "%s", msg) : 0;
+    int rc = tern_cuda_copy(e->cuda, dst, src, len, msg, sizeof msg);
+    return rc ? tern_engine_fail(e, rc, "gpu_copy: %s", msg) : 0;
 }

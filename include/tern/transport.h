@@ -60,7 +60,7 @@ extern "C" {
 
 #define TERN_TRANSPORT_MAGIC 0x5452504E5245545FULL /* "_TERNPRT" */
 #define TERN_TRANSPORT_ABI_MAJOR 1
-#define TERN_TRANSPORT_ABI_MINOR 1
+#define TERN_TRANSPORT_ABI_MINOR 2
 #define TERN_TRANSPORT_SYMBOL "tern_transport_v1"
 /* Use in the plugin: TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {...}; */
 #define TERN_TRANSPORT_EXPORT __attribute__((visibility("default")))
@@ -182,6 +182,20 @@ typedef struct tern_host_services {
      * connects and ep_close run on the core's own threads later), so a
      * plugin may call it with its own locks held. */
     void (*complete)(void *host, tern_slice *slice);
+
+    /* ---- ABI 1.2: GPU memory (docs/gpu.md) ---- */
+    /* The core stages every slice whose LOCAL memory is on a GPU for a
+     * transport without TERN_CAP_GPU_DIRECT, so such a transport only meets
+     * device memory as the target of a peer's request, inside memory it
+     * registered.  mem_gpu says whether addr is device memory: the GPU
+     * ordinal, or -1 for host memory (also when no CUDA driver is loaded).
+     * Ask at mr_register time, not per request. */
+    int (*mem_gpu)(void *host, const void *addr);
+    /* Synchronous copy of len bytes where dst, src or both may be device
+     * memory (the other side host memory).  0, or a tern_err with the
+     * reason in err. */
+    int (*mem_copy)(void *host, void *dst, const void *src, size_t len, char *err,
+                    size_t errlen);
 } tern_host_services;
 
 /* ---- devices ------------------------------------------------------------- */
