@@ -44,7 +44,8 @@ static json_object *jstr(const char *s) { return s ? json_object_new_string(s) :
 static json_object *caps_json(uint64_t caps)
 {
     static const char *const names[] = {"read", "write", "handshake", "remote_check",
-                                        "multi_device", "loopback_only", "gpu_direct"};
+                                        "multi_device", "loopback_only", "gpu_direct",
+                                        "gpu_target"};
     json_object *a = json_object_new_array();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (caps & (1ULL << i))
@@ -161,6 +162,10 @@ static json_object *transport_json(const tern_config *cfg, const tern_plugin *p,
     /* How this transport meets GPU memory (docs/gpu.md, Transports). */
     json_object_object_add(j, "gpu_memory",
                            jstr(t->caps & TERN_CAP_GPU_DIRECT ? "direct" : "staged"));
+    json_object_object_add(j, "gpu_memory_peer",
+                           jstr(t->caps & TERN_CAP_GPU_DIRECT   ? "direct"
+                                : t->caps & TERN_CAP_GPU_TARGET ? "staged by the target"
+                                                                : "not reachable (next transport)"));
     if (tern_plugin_has_query(p) && t->query(p->ctx, "status", status, sizeof status) == 0)
         json_object_object_add(j, "status", jstr(status));
     topology_json(cfg, p, j, rc, err, errlen);

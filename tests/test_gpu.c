@@ -191,6 +191,20 @@ static void pair_up2(pair *p, size_t len, int staging, int la_gpu, int rb_gpu)
     cr_assert_geq(p->seg, 0, "%s", tern_engine_last_error(p->a));
 }
 
+static tern_engine *engine_shm_tcp(const char *name)
+{
+    char err[1024] = "";
+    tern_engine *e = tern_engine_create_from_yaml(
+        "server_name: 127.0.0.1:0\n"
+        "transports:\n"
+        "  - name: shm\n"
+        "  - name: tcp\n"
+        "    slice_size: 64K\n"
+        "log_level: error\n", name, err, sizeof err);
+    cr_assert_not_null(e, "%s", err);
+    return e;
+}
+
 static void pair_up(pair *p, size_t len, int staging)
 {
     pair_up2(p, len, staging, 1, 0);
@@ -303,6 +317,47 @@ Test(gpu, gpu_to_gpu_byte_exact)
     pair p;
     pair_up2(&p, 6 * MiB, 4, 1, 1);
     both_ways(&p);
+    pair_down(&p);
+}
+
+/* shm cannot reach a peer's GPU memory (cross-memory attach needs host
+ * pages): the peer moves to tcp, whose target stages it; local GPU memory
+ * goes through the core's staging on shm. */
+Test(gpu, peer_gpu_memory_moves_the_peer_from_shm_to_tcp)
+{
+    use_fake();
+    pair p = {.len = 6 * MiB, .la_gpu = 1, .rb_gpu = 1};
+    p.a = engine_shm_tcp("A");
+    p.b = engine_shm_tcp("B");
+    p.la = buffer(p.a, 1, p.len);
+    p.rb = buffer(p.b, 1, p.len);
+    cr_assert_eq(tern_register_memory(p.a, p.la, p.len, NULL), 0);
+    cr_assert_eq(tern_register_memory(p.b, p.rb, p.len, NULL), 0);
+    p.seg = tern_segment_open(p.a, tern_engine_server_name(p.b));
+    cr_assert_geq(p.seg, 0);
+    both_ways(&p);
+    char name[32] = "";
+    cr_assert_eq(tern_segment_transport(p.a, p.seg, name, sizeof name), 0);
+    cr_assert_str_eq(name, "tcp");
+    pair_down(&p);
+}
+
+Test(gpu, local_gpu_memory_is_staged_on_shm)
+{
+    use_fake();
+    pair p = {.len = 6 * MiB, .la_gpu = 1, .rb_gpu = 0};
+    p.a = engine_shm_tcp("A");
+    p.b = engine_shm_tcp("B");
+    p.la = buffer(p.a, 1, p.len);
+    p.rb = buffer(p.b, 0, p.len);
+    cr_assert_eq(tern_register_memory(p.a, p.la, p.len, NULL), 0);
+    cr_assert_eq(tern_register_memory(p.b, p.rb, p.len, NULL), 0);
+    p.seg = tern_segment_open(p.a, tern_engine_server_name(p.b));
+    cr_assert_geq(p.seg, 0);
+    both_ways(&p);
+    char name[32] = "";
+    cr_assert_eq(tern_segment_transport(p.a, p.seg, name, sizeof name), 0);
+    cr_assert_str_eq(name, "shm");
     pair_down(&p);
 }
 

@@ -215,7 +215,8 @@ static void print_text_transport(json_object *t)
         return;
     printf("    version: %s, ABI %s, slice_size %s\n", or_dash(get_str(t, "version")),
            or_dash(get_str(t, "abi")), or_dash(get_str(t, "slice_size")));
-    printf("    gpu memory: %s\n", or_dash(get_str(t, "gpu_memory")));
+    printf("    gpu memory: local %s, peer's %s\n", or_dash(get_str(t, "gpu_memory")),
+           or_dash(get_str(t, "gpu_memory_peer")));
     printf("    devices:\n");
     json_object *devs = get(t, "devices"), *opts = get(t, "options");
     for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {

@@ -63,6 +63,14 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "%s buffer 0x%llx of segment '%s' has no keys for transport '%s'",
                          side, (unsigned long long)b->addr, seg->name, transport);
+    if (!remote && k->ndev == 0 && strncmp(b->location, "cuda:", 5) == 0) {
+        /* GPU memory the transport did not register: staged, with the
+         * staging buffer's key (docs/gpu.md, Registration). */
+        *dev_out = idx;
+        *name_out = tern_topology_device_name(topo, d);
+        *key_out = 0;
+        return 0;
+    }
     if (idx >= k->ndev || idx >= TERN_MAX_DEVICES)
         return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
                          "%s buffer 0x%llx of segment '%s' has %d '%s' keys; device '%s' "
@@ -108,6 +116,25 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
     return 0;
 }
 
+/* The peer's buffer is GPU memory: only a transport whose target side
+ * reaches it (TERN_CAP_GPU_TARGET, e.g. tcp's bounce buffer) or that takes
+ * device addresses (TERN_CAP_GPU_DIRECT) can serve it; another one says
+ * UNREACHABLE so the peer moves to the next transport both sides list
+ * (docs/gpu.md, Transports).  Segment lock held. */
+static int route_gpu_target(const tern_segment *seg, const tern_xport *x, uint64_t remote,
+                            uint64_t len, char *err, size_t errlen)
+{
+    if (x->ops->caps & (TERN_CAP_GPU_DIRECT | TERN_CAP_GPU_TARGET))
+        return 0;
+    const tern_buffer_desc *b = tern_segment_find_buffer(seg->desc, remote, len);
+    if (!b || strncmp(b->location, "cuda:", 5) != 0)
+        return 0;
+    return tern_errf(err, errlen, TERN_ERR_UNREACHABLE,
+                     "peer buffer 0x%llx of segment '%s' is GPU memory (%s), which transport "
+                     "'%s' cannot reach on the target side", (unsigned long long)b->addr,
+                     seg->name, b->location, x->pl->name);
+}
+
 int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
 {
     tern_engine *e = cs->b->e;
@@ -127,6 +154,8 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
                               (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
                               cs->attempt, &path, err, errlen);
     tern_memory_unlock(&e->mem);
+    if (rc == 0)
+        rc = route_gpu_target(seg, x, cs->s.remote, cs->s.length, err, errlen);
     void *ep = NULL;
     tern_ep_ref *ref = NULL;
     if (rc == 0)

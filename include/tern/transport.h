@@ -83,6 +83,11 @@ extern "C" {
                                               core stages GPU memory through pinned host
                                               buffers and the plugin only ever sees host
                                               addresses (docs/gpu.md) */
+#define TERN_CAP_GPU_TARGET (1ULL << 7)    /* the target side reaches GPU memory it
+                                              registered by itself (host service
+                                              mem_copy); without it (or GPU_DIRECT) a
+                                              peer's GPU buffer makes the core move
+                                              that peer to the next transport */
 /* No longer read by the core (kept so plugins written for 1.0 compile):
  * the core checks remote ranges against the peer's descriptor whatever the
  * transport does, and a transport that cannot reach a peer says so with
