@@ -295,6 +295,19 @@ static int host_mem_copy(void *host, void *dst, const void *src, size_t len, cha
     return tern_cuda_copy(h->cuda, dst, src, len, err, errlen);
 }
 
+static void *host_pinned_alloc(void *host, int gpu, size_t len)
+{
+    struct tern_plugin_host *h = host;
+    void *p = NULL;
+    return h->cuda && tern_cuda_host_alloc(h->cuda, gpu, len, &p, NULL, 0) == 0 ? p : NULL;
+}
+
+static void host_pinned_free(void *host, void *ptr)
+{
+    struct tern_plugin_host *h = host;
+    tern_cuda_host_free(h->cuda, ptr);
+}
+
 static void host_setup(tern_plugin *p, const tern_config *cfg)
 {
     struct tern_plugin_host *h = p->hostdata;
@@ -327,6 +340,8 @@ static void host_setup(tern_plugin *p, const tern_config *cfg)
         .complete = host_complete,
         .mem_gpu = host_mem_gpu,
         .mem_copy = host_mem_copy,
+        .pinned_alloc = host_pinned_alloc,
+        .pinned_free = host_pinned_free,
     };
 }
 

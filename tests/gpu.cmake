@@ -11,3 +11,7 @@ if(TARGET test_gpu)
   target_compile_definitions(test_gpu PRIVATE
     TERN_FAKE_CUDA_PATH="$<TARGET_FILE:tern_fake_cuda>")
 endif()
+
+# Two processes moving GPU memory over tcp (scripts/gpu-check.sh).
+add_executable(tern-test-gpu-peer ${CMAKE_CURRENT_SOURCE_DIR}/helpers/gpu_peer.c)
+target_link_libraries(tern-test-gpu-peer PRIVATE tern)

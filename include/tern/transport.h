@@ -201,6 +201,11 @@ typedef struct tern_host_services {
      * reason in err. */
     int (*mem_copy)(void *host, void *dst, const void *src, size_t len, char *err,
                     size_t errlen);
+    /* Pinned host memory for a bounce buffer of GPU `gpu` (copies from and
+     * to it run at the full rate); NULL when none can be had (then use
+     * alloc()).  Free with pinned_free. */
+    void *(*pinned_alloc)(void *host, int gpu, size_t len);
+    void (*pinned_free)(void *host, void *ptr);
 } tern_host_services;
 
 /* ---- devices ------------------------------------------------------------- */

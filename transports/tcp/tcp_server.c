@@ -74,6 +74,7 @@ struct tcp_srv_conn {
     uint64_t born_ms, win_start, win_bytes, last_bytes_ms;
     uint8_t *drain;
     uint8_t *bounce;                 /* GPU memory: TCP_GPU_CHUNK bytes */
+    int bounce_pinned;               /* from the host service pinned_alloc */
     uint64_t bounce_at;              /* READ: offset of the chunk in it, UINT64_MAX none */
     int gpu_status;                  /* WRITE: a failed copy to the GPU, replied at the end */
 };
@@ -159,6 +160,30 @@ static void srv_linger(tcp_srv_conn *c)
         ;
 }
 
+/* The bounce buffer: pinned when the core can give one (full-rate copies). */
+static int srv_bounce(tcp_srv_conn *c, int gpu)
+{
+    if (c->bounce)
+        return 0;
+    const tern_host_services *h = &c->ctx->host;
+    if (TERN_HAS_MEMBER(h->struct_size, tern_host_services, pinned_free) && h->pinned_alloc &&
+        (c->bounce = h->pinned_alloc(h->host, gpu, TCP_GPU_CHUNK)) != NULL) {
+        c->bounce_pinned = 1;
+        return 0;
+    }
+    c->bounce = malloc(TCP_GPU_CHUNK);
+    return c->bounce ? 0 : TERN_ERR_NOMEM;
+}
+
+static void srv_bounce_free(tcp_srv_conn *c)
+{
+    if (c->bounce && c->bounce_pinned)
+        c->ctx->host.pinned_free(c->ctx->host.host, c->bounce);
+    else
+        free(c->bounce);
+    c->bounce = NULL;
+}
+
 static void srv_free(tcp_io *io)
 {
     tcp_srv_conn *c = (tcp_srv_conn *)io;
@@ -166,7 +191,7 @@ static void srv_free(tcp_io *io)
         tcp_mr_unpin(c->mr);
     free(c->out);
     free(c->drain);
-    free(c->bounce);
+    srv_bounce_free(c);
     free(c);
 }
 
@@ -211,7 +236,7 @@ static void srv_progress(tcp_srv_conn *c, size_t n)
 static int srv_gpu_copy(tcp_srv_conn *c, int to_gpu, uint64_t at, size_t n)
 {
     tcp_ctx *ctx = c->ctx;
-    if (!c->bounce && !(c->bounce = malloc(TCP_GPU_CHUNK)))
+    if (srv_bounce(c, c->mr->gpu) != 0)
         return TERN_ERR_NOMEM;
     if (tcp_mr_io_begin(c->mr) != 0)
         return TERN_ERR_RANGE;
@@ -465,7 +490,7 @@ static void srv_header(tcp_srv_conn *c)
  * payload is in (the stream stays in step). */
 static int srv_wpay_gpu(tcp_srv_conn *c)
 {
-    if (!c->bounce && !(c->bounce = malloc(TCP_GPU_CHUNK)))
+    if (srv_bounce(c, c->mr->gpu) != 0)
         return TERN_ERR_NOMEM;
     uint64_t at = c->off - c->off % TCP_GPU_CHUNK;
     uint64_t room = TCP_GPU_CHUNK - (c->off - at);
