@@ -6,10 +6,12 @@
 # script itself.  .devkit/ is listed in the repository's info/exclude, so
 # git ignores it; a run on the device machine names it in `carry`.
 #   usage: scripts/gpu-kit.sh [BUILD_DIR]     (default: build)
+#   env: KIT: where to assemble it (default .devkit/ at the top of the tree;
+#        tests put it in a temporary directory)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-kit=$root/.devkit
+kit=${KIT:-$root/.devkit}
 for f in bin/tern-bench bin/tern-info bin/tern-test-gpu-peer lib/tern/libtern-tcp.so \
          tests/fake_cuda/libfake-cuda.so; do
     [ -e "$build/$f" ] || { echo "gpu-kit: $build/$f missing: build first (cmake --build $build)" >&2; exit 1; }

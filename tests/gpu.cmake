@@ -15,3 +15,9 @@ endif()
 # Two processes moving GPU memory over tcp (scripts/gpu-check.sh).
 add_executable(tern-test-gpu-peer ${CMAKE_CURRENT_SOURCE_DIR}/helpers/gpu_peer.c)
 target_link_libraries(tern-test-gpu-peer PRIVATE tern)
+
+# The GPU-machine script, tried on the fake driver.
+add_test(NAME test_gpu_check
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_check.sh ${PROJECT_SOURCE_DIR}
+                 ${CMAKE_BINARY_DIR})
+set_tests_properties(test_gpu_check PROPERTIES TIMEOUT 600)
