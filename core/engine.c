@@ -133,6 +133,7 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
         rc = engine_start_daemon(e, err, errlen);
     if (!rc) {
         tern_memory_bind(&e->mem, e->xports, e->nxports, e->md, e->server_name);
+        e->mem.sysfs_root = e->cfg->topology_sysfs_root;
         tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg);
         rc = tern_dp_start(e, err, errlen);
     }

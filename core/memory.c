@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_topo.h"
 #include "util.h"
 
 /* Index of the first buffer whose addr > a. */
@@ -260,6 +261,24 @@ static void bufs_remove(tern_memory *e, size_t i)
     e->nbufs--;
 }
 
+/* First memory of GPU gpu: each transport's device closest to it, for
+ * path choice (lock held exclusive). */
+static void gpu_near_locked(tern_memory *e, int gpu)
+{
+    char pci[64] = "";
+    if (gpu < 0 || gpu >= TERN_GPU_NEAR_MAX ||
+        tern_cuda_pci_bus_id(e->cuda, gpu, pci, sizeof pci) != 0)
+        return;
+    for (size_t t = 0; t < e->nxports; t++) {
+        tern_xport *x = &e->xports[t];
+        if (x->gpu_near_known[gpu])
+            continue;
+        tern_gpu_nearest(e->sysfs_root, pci, x->pl->devices, x->pl->ndevices,
+                         x->gpu_near[gpu], sizeof x->gpu_near[gpu]);
+        x->gpu_near_known[gpu] = 1;
+    }
+}
+
 static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
 {
     int rc = check_new_range(e, m->addr, m->len, err, errlen);
@@ -270,6 +289,8 @@ static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t err
                          TERN_DESC_MAX_BUFFERS);
     if ((rc = mr_acquire(e, m, err, errlen)) != 0)
         return rc;
+    if (m->gpu >= 0)
+        gpu_near_locked(e, m->gpu);
     if (bufs_insert(e, m) != 0) {
         mr_release(e, m, e->nxports);
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");

@@ -40,6 +40,7 @@ typedef struct tern_memory {
     tern_metadata *md;
     const char *server_name;
     tern_cuda *cuda;              /* the engine's driver (loaded on first use) */
+    const char *sysfs_root;       /* where a GPU's PCI place is read */
 } tern_memory;
 
 void tern_memory_init(tern_memory *m, tern_cuda *cuda);

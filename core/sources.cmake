@@ -7,6 +7,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
   ${CMAKE_CURRENT_LIST_DIR}/gpu_api.c
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_topo.c
   ${CMAKE_CURRENT_LIST_DIR}/engine.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_endpoint.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_error.c

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpu_topo.h"
 #include "tern/tern.h"
 
 #define KiB 1024u
@@ -438,6 +442,66 @@ Test(gpu, injected_copy_to_gpu_failure_fails_a_read)
     cr_assert_eq(rc, TERN_ERR_DEVICE, "rc %d: %s", rc, msg);
     cr_assert_not_null(strstr(msg, "copy to the GPU failed"), "%s", msg);
     pair_down(&p);
+}
+
+/* ---- topology: the NIC closest to a GPU ------------------------------------ */
+
+static void mkpci(const char *root, const char *path, int numa)
+{
+    char cmd[1024], f[1024];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/devices/%s'", root, path);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(f, sizeof f, "%s/devices/%s/numa_node", root, path);
+    FILE *o = fopen(f, "w");
+    cr_assert_not_null(o);
+    fprintf(o, "%d\n", numa);
+    fclose(o);
+}
+
+static void link_to(const char *root, const char *from, const char *to)
+{
+    char cmd[1100], target[1024], link[1024];
+    snprintf(link, sizeof link, "%s/%s", root, from);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", link);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(target, sizeof target, "%s/devices/%s", root, to);
+    cr_assert_eq(symlink(target, link), 0);
+}
+
+Test(gpu_topology, nearest_nic_by_pci_distance_then_numa)
+{
+    char root[] = "/tmp/tern-gputopo-XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
+    mkpci(root, "pci0000:00/0000:00:01.0/0000:10:00.0", 0);   /* the GPU */
+    mkpci(root, "pci0000:00/0000:00:01.0/0000:11:00.0", 0);   /* a: behind its switch */
+    mkpci(root, "pci0000:00/0000:00:02.0/0000:20:00.0", 0);   /* b: same root complex */
+    mkpci(root, "pci0000:80/0000:80:01.0/0000:81:00.0", 1);   /* c: another socket */
+    mkpci(root, "pci0000:80/0000:80:02.0/0000:82:00.0", 0);   /* d: another root, GPU's node */
+    link_to(root, "bus/pci/devices/0000:10:00.0", "pci0000:00/0000:00:01.0/0000:10:00.0");
+    link_to(root, "class/net/a/device", "pci0000:00/0000:00:01.0/0000:11:00.0");
+    link_to(root, "class/net/b/device", "pci0000:00/0000:00:02.0/0000:20:00.0");
+    link_to(root, "class/net/c/device", "pci0000:80/0000:80:01.0/0000:81:00.0");
+    link_to(root, "class/net/d/device", "pci0000:80/0000:80:02.0/0000:82:00.0");
+    tern_device_info devs[4] = {{.name = "c", .sysfs_path = "class/net/c/device"},
+                                {.name = "b", .sysfs_path = "class/net/b/device"},
+                                {.name = "a", .sysfs_path = "class/net/a/device"},
+                                {.name = "d", .sysfs_path = "class/net/d/device"}};
+    char out[64];
+    cr_assert_eq(tern_gpu_nearest(root, "0000:10:00.0", devs, 4, out, sizeof out), 2);
+    cr_assert_str_eq(out, "a", "the NIC behind the GPU's own switch");
+    cr_assert_eq(tern_gpu_nearest(root, "0000:10:00.0", devs, 2, out, sizeof out), 1);
+    cr_assert_str_eq(out, "b", "then one on the same root complex");
+    tern_device_info far[2] = {devs[0], devs[3]};
+    cr_assert_eq(tern_gpu_nearest(root, "0000:10:00.0", far, 2, out, sizeof out), 1);
+    cr_assert_str_eq(out, "d", "then one on the GPU's NUMA node");
+    cr_assert_eq(tern_gpu_nearest(root, "0000:10:00.0", devs, 1, out, sizeof out),
+                 TERN_ERR_NOT_FOUND, "another socket only: no preference");
+    cr_assert_str_eq(out, "");
+    cr_assert_eq(tern_gpu_nearest(root, "0000:99:00.0", devs, 4, out, sizeof out),
+                 TERN_ERR_NOT_FOUND, "unknown GPU");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    cr_assert_eq(system(cmd), 0);
 }
 
 /* ---- the real driver -------------------------------------------------------------- */

@@ -32,8 +32,8 @@ static int path_dev_index(const tern_topology *topo, int d, const tern_seg_trans
 
 /* One side: buffer -> location -> device -> key. */
 static int path_side(const tern_segment_desc *seg, tern_topology *topo, const char *transport,
-                     uint64_t addr, uint64_t len, int retry, const char *side,
-                     int *dev_out, const char **name_out, uint64_t *key_out, int remote,
+                     uint64_t addr, uint64_t len, int retry, const char *hint,
+                     const char *side, int *dev_out, const char **name_out, uint64_t *key_out, int remote,
                      char *err, size_t errlen)
 {
     const tern_buffer_desc *b = tern_segment_find_buffer(seg, addr, len);
@@ -50,7 +50,7 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "%s segment '%s' has no topology for transport '%s'", side, seg->name,
                          transport);
-    int d = tern_topology_select(topo, b->location, retry, NULL);
+    int d = tern_topology_select(topo, b->location, retry, hint);
     if (d < 0)
         return tern_errf(err, errlen, d,
                          "%s segment '%s': no usable '%s' device for location '%s' "
@@ -100,14 +100,24 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                      const char *transport, uint64_t local_addr, uint64_t remote_addr,
                      uint64_t len, int retry, tern_path *out, char *err, size_t errlen)
 {
+    return tern_path_choose_hint(local, local_topo, peer, peer_topo, transport, local_addr,
+                                 remote_addr, len, retry, NULL, out, err, errlen);
+}
+
+int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *local_topo,
+                          const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                          const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                          uint64_t len, int retry, const char *local_hint, tern_path *out,
+                          char *err, size_t errlen)
+{
     if (!local || !peer || !transport || !out)
         return tern_errf(err, errlen, TERN_ERR_INVAL,
                          "path choice: missing local/peer descriptor, transport or output");
     const char *lname, *pname;
-    int rc = path_side(local, local_topo, transport, local_addr, len, retry, "local",
+    int rc = path_side(local, local_topo, transport, local_addr, len, retry, local_hint, "local",
                        &out->local_dev, &lname, &out->lkey, 0, err, errlen);
     if (rc == 0)
-        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, "peer",
+        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, NULL, "peer",
                        &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
     if (rc)
         return rc;
@@ -150,9 +160,12 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     tern_xport_device_revive(x, tern_now_ms());
     tern_path path;
     tern_memory_rdlock(&e->mem);
-    int rc = tern_path_choose(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
-                              (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
-                              cs->attempt, &path, err, errlen);
+    /* GPU memory prefers the NIC closest to its GPU (docs/gpu.md, Topology). */
+    const char *hint = cs->gpu >= 0 && cs->gpu < TERN_GPU_NEAR_MAX && x->gpu_near[cs->gpu][0]
+                           ? x->gpu_near[cs->gpu] : NULL;
+    int rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
+                                   (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
+                                   cs->attempt, hint, &path, err, errlen);
     tern_memory_unlock(&e->mem);
     if (rc == 0)
         rc = route_gpu_target(seg, x, cs->s.remote, cs->s.length, err, errlen);
