@@ -365,6 +365,34 @@ Test(gpu, local_gpu_memory_is_staged_on_shm)
     pair_down(&p);
 }
 
+/* efa (libfabric's tcp provider here) gets GPU memory through the same
+ * staging: its registrations of the staging buffers give the local keys. */
+Test(gpu, local_gpu_memory_is_staged_on_efa)
+{
+    use_fake();
+    char err[1024] = "";
+    const char *yaml = "server_name: 127.0.0.1:0\n"
+                       "transports:\n"
+                       "  - name: efa\n"
+                       "    provider: tcp\n"
+                       "log_level: error\n";
+    pair p = {.len = 6 * MiB, .la_gpu = 1, .rb_gpu = 0};
+    p.a = tern_engine_create_from_yaml(yaml, "A", err, sizeof err);
+    if (!p.a)
+        cr_skip_test("efa with libfabric's tcp provider does not load here: %s", err);
+    p.b = tern_engine_create_from_yaml(yaml, "B", err, sizeof err);
+    cr_assert_not_null(p.b, "%s", err);
+    p.la = buffer(p.a, 1, p.len);
+    p.rb = buffer(p.b, 0, p.len);
+    cr_assert_eq(tern_register_memory(p.a, p.la, p.len, NULL), 0, "%s",
+                 tern_engine_last_error(p.a));
+    cr_assert_eq(tern_register_memory(p.b, p.rb, p.len, NULL), 0);
+    p.seg = tern_segment_open(p.a, tern_engine_server_name(p.b));
+    cr_assert_geq(p.seg, 0, "%s", tern_engine_last_error(p.a));
+    both_ways(&p);
+    pair_down(&p);
+}
+
 Test(gpu, staging_survives_slow_device_copies)
 {
     setenv("FAKE_CUDA_DELAY_US", "300", 1); /* a copy not waited for would read stale bytes */
