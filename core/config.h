@@ -50,6 +50,7 @@ typedef struct tern_config {
     int select_policy;            /* TERN_SELECT_* */
     uint64_t slice_size;          /* 65536 */
     int retries;                  /* 3 */
+    int gpu_staging_buffers;      /* 16 per GPU */
     int log_level;                /* TERN_LOG_* (2 = info) */
     uint64_t handshake_max_frame; /* 1 MiB */
     int connect_timeout_ms;       /* 5000 */

@@ -12,6 +12,7 @@
 
 #include <json-c/json.h>
 
+#include "cuda.h"
 #include "auth.h"
 #include "config.h"
 #include "plugin.h"
@@ -43,12 +44,36 @@ static json_object *jstr(const char *s) { return s ? json_object_new_string(s) :
 static json_object *caps_json(uint64_t caps)
 {
     static const char *const names[] = {"read", "write", "handshake", "remote_check",
-                                        "multi_device", "loopback_only"};
+                                        "multi_device", "loopback_only", "gpu_direct",
+                                        "gpu_target"};
     json_object *a = json_object_new_array();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (caps & (1ULL << i))
             json_object_array_add(a, json_object_new_string(names[i]));
     return a;
+}
+
+/* Whether GPU memory can be registered here: the driver's load outcome. */
+static json_object *gpu_json(void)
+{
+    json_object *j = json_object_new_object();
+    tern_cuda *c = tern_cuda_create();
+    char why[512] = "";
+    int rc = c ? tern_cuda_load(c, why, sizeof why) : TERN_ERR_NOMEM;
+    int n = rc == 0 ? tern_cuda_device_count(c) : 0;
+    json_object_object_add(j, "available", json_object_new_boolean(rc == 0 && n > 0));
+    json_object_object_add(j, "library", jstr(tern_cuda_library()));
+    json_object_object_add(j, "gpus", json_object_new_int(n));
+    json_object *pci = json_object_new_array();
+    for (int i = 0; i < n; i++) {
+        char id[64] = "";
+        tern_cuda_pci_bus_id(c, i, id, sizeof id);
+        json_object_array_add(pci, json_object_new_string(id));
+    }
+    json_object_object_add(j, "pci", pci);
+    json_object_object_add(j, "reason", rc ? jstr(why) : n ? NULL : jstr("the driver sees no GPU"));
+    tern_cuda_destroy(c);
+    return j;
 }
 
 static const char *opt_type_name(tern_opt_type t)
@@ -134,6 +159,13 @@ static json_object *transport_json(const tern_config *cfg, const tern_plugin *p,
     json_object_object_add(j, "slice_size", json_object_new_uint64(p->slice_size));
     json_object_object_add(j, "options", options_json(t->options));
     json_object_object_add(j, "devices", devices_json(p));
+    /* How this transport meets GPU memory (docs/gpu.md, Transports). */
+    json_object_object_add(j, "gpu_memory",
+                           jstr(t->caps & TERN_CAP_GPU_DIRECT ? "direct" : "staged"));
+    json_object_object_add(j, "gpu_memory_peer",
+                           jstr(t->caps & TERN_CAP_GPU_DIRECT   ? "direct"
+                                : t->caps & TERN_CAP_GPU_TARGET ? "staged by the target"
+                                                                : "not reachable (next transport)"));
     if (tern_plugin_has_query(p) && t->query(p->ctx, "status", status, sizeof status) == 0)
         json_object_object_add(j, "status", jstr(status));
     topology_json(cfg, p, j, rc, err, errlen);
@@ -193,6 +225,7 @@ static int describe_config(const char *path, unsigned flags, char **json_out, ch
     for (size_t i = 0; i < set.n; i++)
         json_object_array_add(ts, transport_json(cfg, &set.plugins[i], &rc, err, errlen));
     json_object_object_add(o, "transports", ts);
+    json_object_object_add(o, "gpu", gpu_json());
     json_object_object_add(o, "ok", json_object_new_boolean(rc == 0));
     json_object_object_add(o, "error", rc == 0 ? NULL : jstr(err));
     tern_plugins_unload(&set);

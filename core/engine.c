@@ -40,10 +40,17 @@ static tern_engine *engine_alloc(void)
         free(e);
         return NULL;
     }
-    tern_memory_init(&e->mem);
+    e->cuda = tern_cuda_create();
+    if (!e->cuda) {
+        tern_engine_error_fini(e);
+        free(e);
+        return NULL;
+    }
+    tern_memory_init(&e->mem, e->cuda);
     tern_segments_init(&e->segs);
     e->notes = tern_notes_create();
     if (!e->notes) {
+        tern_cuda_destroy(e->cuda);
         tern_engine_error_fini(e);
         free(e);
         return NULL;
@@ -57,6 +64,7 @@ static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
     if (rc)
         return rc;
     tern_plugins_set_completion(&e->plugins, tern_slice_complete);
+    tern_plugins_set_cuda(&e->plugins, e->cuda);
     for (size_t i = 0; i < e->plugins.n; i++) {
         tern_plugin *p = &e->plugins.plugins[i];
         if (p->outcome != TERN_LOAD_OK || !p->ops)
@@ -125,6 +133,7 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
         rc = engine_start_daemon(e, err, errlen);
     if (!rc) {
         tern_memory_bind(&e->mem, e->xports, e->nxports, e->md, e->server_name);
+        e->mem.sysfs_root = e->cfg->topology_sysfs_root;
         tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg);
         rc = tern_dp_start(e, err, errlen);
     }
@@ -217,6 +226,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_plugins_unload(&e->plugins);
     tern_config_free(e->cfg);
     tern_auth_free(e->auth);
+    tern_cuda_destroy(e->cuda);
     tern_engine_error_fini(e);
     free(e);
 }

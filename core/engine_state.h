@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "cuda.h"
 #include "handshake.h"
 #include "memory.h"
 #include "metadata.h"
@@ -37,6 +38,7 @@ struct tern_engine {
     tern_metadata *md;
     tern_hs_server *hs;
     struct tern_auth *auth;       /* auth_secret_file's secret, or NULL */
+    tern_cuda *cuda;              /* the CUDA driver, loaded on first use */
 
     tern_memory mem;              /* registrations and our descriptor */
     tern_segments segs;           /* peers */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_topo.h"
 #include "util.h"
 
 /* Index of the first buffer whose addr > a. */
@@ -219,6 +220,12 @@ static int mr_acquire(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
         char msg[512] = "";
         int rc = x->ops->mr_register(x->pl->ctx, (void *)(uintptr_t)m->addr, m->len,
                                      &m->keys[t], &m->mr[t], msg, sizeof msg);
+        if (rc && m->gpu >= 0 && !(x->ops->caps & TERN_CAP_GPU_DIRECT)) {
+            /* The core stages this buffer for x (docs/gpu.md): x never sees it. */
+            m->mr[t] = NULL;
+            memset(&m->keys[t], 0, sizeof m->keys[t]);
+            continue;
+        }
         if (rc) {
             mr_release(e, m, t);
             return tern_errf(err, errlen, rc, "register [0x%llx, +%llu) with transport %s: %s",
@@ -266,6 +273,24 @@ static void bufs_remove(tern_memory *e, size_t i)
     e->nbufs--;
 }
 
+/* First memory of GPU gpu: each transport's device closest to it, for
+ * path choice (lock held exclusive). */
+static void gpu_near_locked(tern_memory *e, int gpu)
+{
+    char pci[64] = "";
+    if (gpu < 0 || gpu >= TERN_GPU_NEAR_MAX ||
+        tern_cuda_pci_bus_id(e->cuda, gpu, pci, sizeof pci) != 0)
+        return;
+    for (size_t t = 0; t < e->nxports; t++) {
+        tern_xport *x = &e->xports[t];
+        if (x->gpu_near_known[gpu])
+            continue;
+        tern_gpu_nearest(e->sysfs_root, pci, x->pl->devices, x->pl->ndevices,
+                         x->gpu_near[gpu], sizeof x->gpu_near[gpu]);
+        x->gpu_near_known[gpu] = 1;
+    }
+}
+
 static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
 {
     int rc = check_new_range(e, m->addr, m->len, err, errlen);
@@ -276,6 +301,8 @@ static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t err
                          TERN_DESC_MAX_BUFFERS);
     if ((rc = mr_acquire(e, m, err, errlen)) != 0)
         return rc;
+    if (m->gpu >= 0)
+        gpu_near_locked(e, m->gpu);
     if (bufs_insert(e, m) != 0) {
         mr_release(e, m, e->nxports);
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
@@ -287,6 +314,70 @@ static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t err
         mr_release(e, m, e->nxports);
         return tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
     }
+    return 0;
+}
+
+/* "cuda:N" -> N, else -1. */
+static int gpu_location(const char *loc)
+{
+    if (!loc || strncmp(loc, "cuda:", 5) != 0 || !loc[5])
+        return -1;
+    int n = 0;
+    for (const char *p = loc + 5; *p; p++) {
+        if (*p < '0' || *p > '9' || n > 100000)
+            return -2;
+        n = n * 10 + (*p - '0');
+    }
+    return n;
+}
+
+/* What the pointer is decides the location (see docs/gpu.md, Registration):
+ * device memory is "cuda:N" whatever the caller says, and a location that
+ * contradicts the pointer is refused rather than published wrong. */
+static int memory_resolve_location(tern_memory *e, tern_membuf *m, const char *location,
+                                   char *err, size_t errlen)
+{
+    const void *p = (const void *)(uintptr_t)m->addr;
+    int given = location && *location && strcmp(location, "*") != 0;
+    int want = given ? gpu_location(location) : -1;
+    if (want == -2)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register %p: location '%s' is not "
+                         "cuda:N (N a GPU ordinal)", p, location);
+    int dev = -1, last = -1;
+    char why[512] = "";
+    int rc = tern_cuda_pointer_device(e->cuda, p, &dev);
+    if (rc == TERN_ERR_NOT_SUPPORTED) {
+        if (want >= 0) {
+            tern_cuda_load(e->cuda, why, sizeof why);
+            return tern_errf(err, errlen, TERN_ERR_NOT_SUPPORTED, "register %p: location '%s' "
+                             "names GPU memory, which needs the CUDA driver: %s", p,
+                             location, why);
+        }
+        rc = 0;
+    }
+    if (rc == 1 && (tern_cuda_pointer_device(e->cuda, (const char *)p + m->len - 1, &last) != 1 ||
+                    last != dev))
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register [%p, +%llu): the range "
+                         "leaves the memory of GPU %d (a range must lie in one device "
+                         "allocation)", p, (unsigned long long)m->len, dev);
+    if (rc < 0)
+        return tern_errf(err, errlen, rc, "register %p: the CUDA driver knows the pointer "
+                         "but names no GPU for it", p);
+    m->gpu = rc == 1 ? dev : -1;
+    if (m->gpu >= 0 && given && want != m->gpu)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register %p: location '%s' "
+                         "contradicts the pointer, which is memory of GPU %d (cuda:%d); pass "
+                         "cuda:%d or \"*\"", p, location, dev, dev, dev);
+    if (m->gpu < 0 && want >= 0)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register %p: location '%s' "
+                         "contradicts the pointer, which is host memory, not memory of GPU "
+                         "%d; pass cpu:N or \"*\"", p, location, want);
+    if (m->gpu >= 0)
+        snprintf(m->location, sizeof m->location, "cuda:%d", m->gpu);
+    else if (given)
+        tern_strlcpy(m->location, location, sizeof m->location);
+    else
+        tern_memory_location(p, m->location, sizeof m->location);
     return 0;
 }
 
@@ -305,12 +396,13 @@ int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *loc
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
     m->addr = a;
     m->len = len;
-    if (location && *location && strcmp(location, "*") != 0)
-        tern_strlcpy(m->location, location, sizeof m->location);
-    else
-        tern_memory_location(addr, m->location, sizeof m->location);
+    int rc = memory_resolve_location(e, m, location, err, errlen);
+    if (rc) {
+        free(m);
+        return rc;
+    }
     pthread_rwlock_wrlock(&e->lock);
-    int rc = register_locked(e, m, err, errlen);
+    rc = register_locked(e, m, err, errlen);
     pthread_rwlock_unlock(&e->lock);
     free(m);
     return rc;
@@ -338,8 +430,9 @@ int tern_memory_unregister(tern_memory *e, void *addr, char *err, size_t errlen)
     return 0;
 }
 
-void tern_memory_init(tern_memory *m)
+void tern_memory_init(tern_memory *m, tern_cuda *cuda)
 {
+    m->cuda = cuda;
     pthread_rwlock_init(&m->lock, NULL);
 }
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda.h"
 #include "desc.h"
 #include "metadata.h"
 #include "xport.h"
@@ -21,6 +22,7 @@
 typedef struct tern_membuf {
     uint64_t addr, len;
     char location[TERN_LOCATION_MAX];
+    int gpu;                      /* GPU ordinal of device memory, -1 for host */
     void *mr[TERN_DESC_MAX_TRANSPORTS];
     tern_mr_keys keys[TERN_DESC_MAX_TRANSPORTS];
 } tern_membuf;
@@ -37,9 +39,11 @@ typedef struct tern_memory {
     size_t nxports;
     tern_metadata *md;
     const char *server_name;
+    tern_cuda *cuda;              /* the engine's driver (loaded on first use) */
+    const char *sysfs_root;       /* where a GPU's PCI place is read */
 } tern_memory;
 
-void tern_memory_init(tern_memory *m);
+void tern_memory_init(tern_memory *m, tern_cuda *cuda);
 /* What the descriptor is built from, once the transports and the metadata
  * backend are up (before the first publish). */
 void tern_memory_bind(tern_memory *m, tern_xport *xports, size_t nxports, tern_metadata *md,

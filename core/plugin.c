@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cuda.h"
 #include "auth.h"
 #include "desc.h"
 #include "fileio.h"
@@ -60,6 +61,7 @@ struct tern_plugin_host {
     struct tern_auth *auth;    /* auth_secret_file's secret */
     int auth_failed;           /* configured but unreadable: every proof fails */
     void (*complete)(tern_slice *slice); /* the core's completion entry point */
+    tern_cuda *cuda;           /* the engine's CUDA driver (mem_gpu, mem_copy) */
 };
 
 /* ---- outcome names -------------------------------------------------------- */
@@ -272,6 +274,40 @@ void tern_plugins_set_completion(tern_plugin_set *set, void (*complete)(tern_sli
             set->plugins[i].hostdata->complete = complete;
 }
 
+void tern_plugins_set_cuda(tern_plugin_set *set, tern_cuda *cuda)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->plugins[i].hostdata)
+            set->plugins[i].hostdata->cuda = cuda;
+}
+
+static int host_mem_gpu(void *host, const void *addr)
+{
+    struct tern_plugin_host *h = host;
+    int dev = -1;
+    return h->cuda && tern_cuda_pointer_device(h->cuda, addr, &dev) == 1 ? dev : -1;
+}
+
+static int host_mem_copy(void *host, void *dst, const void *src, size_t len, char *err,
+                         size_t errlen)
+{
+    struct tern_plugin_host *h = host;
+    return tern_cuda_copy(h->cuda, dst, src, len, err, errlen);
+}
+
+static void *host_pinned_alloc(void *host, int gpu, size_t len)
+{
+    struct tern_plugin_host *h = host;
+    void *p = NULL;
+    return h->cuda && tern_cuda_host_alloc(h->cuda, gpu, len, &p, NULL, 0) == 0 ? p : NULL;
+}
+
+static void host_pinned_free(void *host, void *ptr)
+{
+    struct tern_plugin_host *h = host;
+    tern_cuda_host_free(h->cuda, ptr);
+}
+
 static void host_setup(tern_plugin *p, const tern_config *cfg)
 {
     struct tern_plugin_host *h = p->hostdata;
@@ -302,6 +338,10 @@ static void host_setup(tern_plugin *p, const tern_config *cfg)
         .sysfs_root = h->sysfs_root,
         .auth_mac = host_auth_mac,
         .complete = host_complete,
+        .mem_gpu = host_mem_gpu,
+        .mem_copy = host_mem_copy,
+        .pinned_alloc = host_pinned_alloc,
+        .pinned_free = host_pinned_free,
     };
 }
 

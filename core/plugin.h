@@ -79,6 +79,11 @@ void tern_plugins_set_server_name(tern_plugin_set *set, const char *server_name)
  * any slice is submitted; plugins' threads read it without a lock. */
 void tern_plugins_set_completion(tern_plugin_set *set, void (*complete)(tern_slice *slice));
 
+/* The engine's CUDA driver behind the host services mem_gpu and mem_copy
+ * (docs/gpu.md).  Set before any memory is registered. */
+struct tern_cuda;
+void tern_plugins_set_cuda(tern_plugin_set *set, struct tern_cuda *cuda);
+
 /* Optional operations: a member the plugin's struct_size does not cover, or
  * NULL, means "not supported" (the core then answers TERN_ERR_NOT_SUPPORTED). */
 #define TERN_PLUGIN_HAS_OP(p, member)                                              \

@@ -4,7 +4,10 @@
 # (the same sources with coverage instrumentation).
 set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/auth.c
+  ${CMAKE_CURRENT_LIST_DIR}/cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_api.c
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_topo.c
   ${CMAKE_CURRENT_LIST_DIR}/engine.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_endpoint.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_error.c
@@ -32,6 +35,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/datapath/cut.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/route.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/dispatch.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/stage.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/complete.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/queue.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/request.c

@@ -36,6 +36,8 @@ typedef struct tern_connecting {
     struct tern_connecting *next;
 } tern_connecting;
 
+#define TERN_GPU_NEAR_MAX 16 /* GPUs per host with a preferred NIC */
+
 typedef struct tern_xport {
     struct tern_engine *eng;      /* the endpoint code reads cfg, auth, name */
     int index;                    /* in the engine's preference order */
@@ -52,6 +54,11 @@ typedef struct tern_xport {
      * hold time (doubling on each new failure, see tern_xport_device_*) */
     _Atomic uint64_t up_at_ms[TERN_MAX_DEVICES];
     _Atomic uint32_t down_count[TERN_MAX_DEVICES];
+    /* The device closest to GPU N ("" none), found when memory of GPU N is
+     * first registered (docs/gpu.md, Topology): written with the memory
+     * lock held exclusive, read by path choice with it held shared. */
+    char gpu_near[TERN_GPU_NEAR_MAX][TERN_NAME_MAX];
+    unsigned char gpu_near_known[TERN_GPU_NEAR_MAX];
 } tern_xport;
 
 /* Topology, endpoint store and address blob for plugin p. */

@@ -3,7 +3,7 @@
  *   tern-bench --mode target    [--config F] [--server-name H:P] [--buffer-size S]
  *   tern-bench --mode initiator --segment H:P [--config F] [--op read|write]
  *              [--block-size S] [--batch-size N] [--buffer-size S] [--duration SEC]
- *              [--threads N] [--verify] [--json] [--server-name H:P]
+ *              [--threads N] [--verify] [--json] [--server-name H:P] [--gpu N]
  *
  * The target registers one buffer, prints "tern-bench target ready: <server
  * name> ..." on stdout and serves until SIGINT/SIGTERM.  The initiator opens
@@ -51,6 +51,7 @@ typedef struct opts {
     int op;
     uint64_t block, buffer;
     int batch, threads, verify, json, depth;
+    int gpu;                   /* --gpu N: buffers on GPU N; -1 host memory */
     double duration;
 } opts;
 
@@ -128,7 +129,9 @@ static void usage(FILE *f)
         "  --threads N          initiator: submitting threads (default 1)\n"
         "  --queue-depth N      initiator: batches in flight per thread (default 2)\n"
         "  --verify             fill with a pattern and check every byte\n"
-        "  --json               initiator: the summary as one JSON object\n");
+        "  --json               initiator: the summary as one JSON object\n"
+        "  --gpu N              this side's buffer on GPU N (device memory through the CUDA\n"
+        "                       driver tern loads at run time; each side chooses its own)\n");
 }
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -138,10 +141,10 @@ static int parse_opts(int argc, char **argv, opts *o)
         {"server-name", 1, 0, 'n'}, {"op", 1, 0, 'o'}, {"block-size", 1, 0, 'b'},
         {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 0, 0, 'j'},
-        {"queue-depth", 1, 0, 'q'},
+        {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
-                .threads = 1, .duration = 5, .depth = 2};
+                .threads = 1, .duration = 5, .depth = 2, .gpu = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -171,6 +174,16 @@ static int parse_opts(int argc, char **argv, opts *o)
         case 'q': o->depth = atoi(optarg); break;
         case 'd': o->duration = atof(optarg); break;
         case 'v': o->verify = 1; break;
+        case 'g': {
+            char *end = NULL;
+            long g = strtol(optarg, &end, 10);
+            if (!*optarg || *end || g < 0 || g > 1023) {
+                fprintf(stderr, "tern-bench: --gpu '%s' is not a GPU ordinal\n", optarg);
+                return -1;
+            }
+            o->gpu = (int)g;
+            break;
+        }
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
@@ -184,6 +197,11 @@ static int parse_opts(int argc, char **argv, opts *o)
         o->duration <= 0 || o->depth < 1 || o->depth > 16) {
         fprintf(stderr, "tern-bench: --batch-size 1..65536, --threads 1..256, --duration > 0, "
                         "--queue-depth 1..16\n");
+        return -1;
+    }
+    if (o->gpu >= 0 && o->verify) {
+        fprintf(stderr, "tern-bench: --verify checks the buffer from the CPU: not with --gpu "
+                        "(byte-exact GPU transfers are checked by scripts/gpu-check.sh)\n");
         return -1;
     }
     if (!strcmp(o->mode, "initiator") && !o->segment) {
@@ -235,6 +253,45 @@ static tern_engine *make_engine(const opts *o, int initiator)
     return e;
 }
 
+/* "cuda:N" or "host", for the summaries. */
+static const char *mem_name(const opts *o, char *buf, size_t len)
+{
+    if (o->gpu < 0)
+        return "host";
+    snprintf(buf, len, "cuda:%d", o->gpu);
+    return buf;
+}
+
+/* --gpu N: device memory on GPU N, zeroed; freed with tern_gpu_free before
+ * the engine goes. */
+static uint8_t *alloc_gpu_buffer(tern_engine *e, int gpu, uint64_t len)
+{
+    void *p = NULL;
+    if (tern_gpu_alloc(e, gpu, len, &p) != 0) {
+        fprintf(stderr, "tern-bench: cannot allocate %" PRIu64 " bytes on GPU %d: %s\n", len,
+                gpu, tern_engine_last_error(e));
+        return NULL;
+    }
+    void *zero = calloc(1, len);
+    if (!zero || tern_gpu_copy(e, p, zero, len) != 0) {
+        fprintf(stderr, "tern-bench: cannot clear the GPU buffer: %s\n",
+                zero ? tern_engine_last_error(e) : "out of memory");
+        free(zero);
+        tern_gpu_free(e, p);
+        return NULL;
+    }
+    free(zero);
+    return p;
+}
+
+static void free_buffer(tern_engine *e, int gpu, void *p, uint64_t len)
+{
+    if (p && gpu >= 0)
+        tern_gpu_free(e, p);
+    else if (p)
+        munmap(p, len);
+}
+
 static uint8_t *alloc_buffer(uint64_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -254,7 +311,7 @@ static int run_target(const opts *o)
     tern_engine *e = make_engine(o, 0);
     if (!e)
         return 1;
-    uint8_t *buf = alloc_buffer(o->buffer);
+    uint8_t *buf = o->gpu >= 0 ? alloc_gpu_buffer(e, o->gpu, o->buffer) : alloc_buffer(o->buffer);
     if (!buf) {
         tern_engine_destroy(e);
         return 1;
@@ -266,15 +323,16 @@ static int run_target(const opts *o)
         tern_engine_destroy(e);
         return 1;
     }
-    printf("tern-bench target ready: %s buffer 0x%" PRIxPTR " size %" PRIu64 "\n",
-           tern_engine_server_name(e), (uintptr_t)buf, o->buffer);
+    char mem[32];
+    printf("tern-bench target ready: %s buffer 0x%" PRIxPTR " size %" PRIu64 " memory %s\n",
+           tern_engine_server_name(e), (uintptr_t)buf, o->buffer, mem_name(o, mem, sizeof mem));
     fflush(stdout);
     while (!g_signalled)
         pause();
     fprintf(stderr, "tern-bench target: stopping\n");
     tern_unregister_memory(e, buf);
+    free_buffer(e, o->gpu, buf, o->buffer);
     tern_engine_destroy(e);
-    munmap(buf, o->buffer);
     return 0;
 }
 
@@ -551,13 +609,15 @@ static void summary(shared *sh, worker *ws, double secs, const char *verdict)
                "\"block_size\":%" PRIu64 ",\"batch_size\":%d,\"threads\":%d,"
                "\"duration_s\":%.3f,\"bytes\":%" PRIu64 ",\"gb_per_s\":%.4f,"
                "\"ops\":%" PRIu64 ",\"ops_per_s\":%.1f,\"lat_p50_us\":%.0f,"
-               "\"lat_p99_us\":%.0f,\"errors\":%" PRIu64 ",\"verify\":\"%s\"}\n",
+               "\"lat_p99_us\":%.0f,\"errors\":%" PRIu64 ",\"verify\":\"%s\",\"gpu\":%d}\n",
                o->op == TERN_READ ? "read" : "write", xport, o->segment, o->block, o->batch,
-               o->threads, secs, bytes, gbs, ops, opss, p50, p99, errs, verdict);
+               o->threads, secs, bytes, gbs, ops, opss, p50, p99, errs, verdict, o->gpu);
     } else {
-        printf("tern-bench: %s over %s to %s, %d thread(s), batch %d x %" PRIu64 " B, %.1f s\n",
+        char mem[32];
+        printf("tern-bench: %s over %s to %s, %d thread(s), batch %d x %" PRIu64 " B, %.1f s, "
+               "local memory %s\n",
                o->op == TERN_READ ? "READ" : "WRITE", xport, o->segment, o->threads, o->batch,
-               o->block, secs);
+               o->block, secs, mem_name(o, mem, sizeof mem));
         printf("  moved      %" PRIu64 " bytes in %" PRIu64 " requests\n", bytes, ops);
         printf("  throughput %.3f GB/s (%.2f Gbit/s), %.0f ops/s\n", gbs, gbs * 8, opss);
         printf("  latency    p50 %.0f us, p99 %.0f us per block\n", p50, p99);
@@ -591,7 +651,7 @@ static int setup_initiator(shared *sh, worker **wsp)
                 "over %d threads\n", o->batch, o->block, len, o->threads);
         return -1;
     }
-    sh->local = alloc_buffer(len);
+    sh->local = o->gpu >= 0 ? alloc_gpu_buffer(sh->e, o->gpu, len) : alloc_buffer(len);
     if (!sh->local)
         return -1;
     if (tern_register_memory(sh->e, sh->local, len, NULL) != 0) {
@@ -673,8 +733,8 @@ static int run_initiator(const opts *o)
     free(ws);
     tern_unregister_memory(sh.e, sh.local);
     tern_segment_close(sh.e, sh.seg);
+    free_buffer(sh.e, o->gpu, sh.local, sh.remote_len ? sh.remote_len : 1);
     tern_engine_destroy(sh.e);
-    munmap(sh.local, sh.remote_len ? sh.remote_len : 1);
     return bad ? 2 : 0;
 }
 

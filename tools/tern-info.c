@@ -215,6 +215,8 @@ static void print_text_transport(json_object *t)
         return;
     printf("    version: %s, ABI %s, slice_size %s\n", or_dash(get_str(t, "version")),
            or_dash(get_str(t, "abi")), or_dash(get_str(t, "slice_size")));
+    printf("    gpu memory: local %s, peer's %s\n", or_dash(get_str(t, "gpu_memory")),
+           or_dash(get_str(t, "gpu_memory_peer")));
     printf("    devices:\n");
     json_object *devs = get(t, "devices"), *opts = get(t, "options");
     for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
@@ -245,6 +247,13 @@ static void print_text(json_object *report)
     printf("\nplugin directory: %s\ntransports:", or_dash(get_str(report, "plugin_dir")));
     for (size_t i = 0; ts && i < json_object_array_length(ts); i++)
         print_text_transport(json_object_array_get_idx(ts, i));
+    json_object *gpu = get(report, "gpu"), *avail = get(gpu, "available");
+    if (avail && json_object_get_boolean(avail))
+        printf("\ngpu memory: available, %s GPU(s) through %s (staged: pinned host buffers, "
+               "gpu_staging_buffers per GPU; direct: the transport addresses it)\n",
+               or_dash(get_str(gpu, "gpus")), or_dash(get_str(gpu, "library")));
+    else
+        printf("\ngpu memory: unavailable: %s\n", or_dash(get_str(gpu, "reason")));
     putchar('\n');
 }
 

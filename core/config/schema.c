@@ -74,6 +74,11 @@ const cfg_key cfg_keys[] = {
              "Bytes per slice.  A transport may set its own `slice_size` (e.g. `efa`'s), "
              "within the same range."},
      .off = F(slice_size)},
+    {.opt = {"gpu_staging_buffers", TERN_OPT_INT, 1, 4096, NULL, "16",
+             "Pinned host buffers per GPU (each the largest slice plus 16 KiB) through which "
+             "GPU memory is staged for transports that cannot address it directly; a slice "
+             "waits for a free one, the pool never grows past this."},
+     .off = F(gpu_staging_buffers)},
     {.opt = {"retries", TERN_OPT_INT, 0, 16, NULL, "3",
              "Further attempts of a failed slice (on another path)."},
      .off = F(retries)},

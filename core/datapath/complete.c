@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine_endpoint.h"
+#include "stage.h"
 #include "util.h"
 
 #define POLL_MAX 64
@@ -87,10 +88,17 @@ static void done_failed(tern_cslice *cs)
 
 void tern_cslice_done(tern_cslice *cs)
 {
+    if (cs->stage && tern_stage_back(cs->b->e->dp->stage, cs))
+        return; /* a READ into a staging buffer: the stager copies it to the GPU first */
     if (cs->s.status == 0)
         done_ok(cs);
     else
         done_failed(cs);
+}
+
+void tern_cslice_done_staged(tern_cslice *cs)
+{
+    done_ok(cs);
 }
 
 void tern_slice_complete(tern_slice *s)

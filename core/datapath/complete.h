@@ -16,6 +16,8 @@
 void tern_slice_complete(tern_slice *s);
 /* Finish a slice a transport returned (status set) or could not take. */
 void tern_cslice_done(tern_cslice *cs);
+/* A staged READ whose bytes reached the GPU (stage.c's finish). */
+void tern_cslice_done_staged(tern_cslice *cs);
 
 /* Poller threads for the loaded transports that have poll(). */
 int tern_complete_pollers_start(struct tern_dp *dp, char *err, size_t errlen);

@@ -98,6 +98,7 @@ static tern_cslice *cslice_new(tern_batch *b, size_t idx, tern_segment *seg, uin
     cs->epoch = atomic_load(&seg->fail_epoch);
     cs->offset = off;
     cs->local_dev = -1;
+    cs->gpu = -1;
     return cs;
 }
 
@@ -165,6 +166,8 @@ int tern_cut(tern_batch *b, size_t idx, tern_segment *seg, tern_cut_list *l)
             count = n ? TERN_ERR_NOMEM : TERN_ERR_RANGE; /* unregistered meanwhile */
             break;
         }
+        const tern_membuf *lb = tern_memory_find_locked(&e->mem, (uintptr_t)r->local + off);
+        cs->gpu = lb ? lb->gpu : -1;
         l->v[l->n++] = cs;
         count++;
         off += n;

@@ -12,6 +12,7 @@
 #include "cut.h"
 #include "desc.h"
 #include "route.h"
+#include "stage.h"
 #include "util.h"
 
 #define WORKER_WAKE_MS 100 /* workers also reap released endpoints this often */
@@ -72,6 +73,12 @@ static void submit_group(tern_engine *e, tern_xport *x, void *ep, tern_cslice **
         }
         done += rc;
     }
+}
+
+/* The stager hands a slice back once its bytes are in a staging buffer. */
+static void stage_submit(tern_cslice *cs)
+{
+    submit_group(cs->b->e, cs->x, cs->s.ep, &cs, 1, 1);
 }
 
 static int by_endpoint(const void *a, const void *b)
@@ -188,7 +195,9 @@ void tern_dispatch(tern_engine *e, tern_cslice **v, size_t n, int connect)
             rc = route_connect(e, cs, err, sizeof err);
         else if (rc == TERN_ROUTE_CONNECT)
             tern_dpq_push(e->dp, cs, 0); /* the application thread never connects */
-        if (rc == 0)
+        if (rc == 0 && tern_stage_needed(cs))
+            tern_stage_out(e->dp->stage, cs); /* GPU memory: through a staging buffer */
+        else if (rc == 0)
             v[ready++] = cs;
         else if (rc != TERN_ROUTE_CONNECT)
             route_failed(e, cs, rc, err);
@@ -359,6 +368,9 @@ int tern_dp_start(tern_engine *e, char *err, size_t errlen)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory for the data path");
     }
     e->dp = dp;
+    dp->stage = tern_stage_create(e, stage_submit, tern_cslice_done_staged);
+    if (!dp->stage)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory for the data path");
     for (int i = 0; i < TERN_DP_WORKERS; i++) {
         if (pthread_create(&dp->workers[i], NULL, worker_main, dp) != 0)
             return tern_errf(err, errlen, TERN_ERR_IO, "cannot start data path worker %d", i);
@@ -376,6 +388,7 @@ void tern_dp_stop(tern_engine *e)
     for (int i = 0; i < dp->nworkers; i++)
         pthread_join(dp->workers[i], NULL);
     dp->nworkers = 0;
+    tern_stage_stop(dp->stage); /* what it holds fails: the transports are still up */
     tern_complete_pollers_stop(dp);
     while (list) { /* engine going away: their requests fail */
         tern_cslice *cs = list;
@@ -388,6 +401,7 @@ void tern_dp_free(tern_engine *e)
 {
     if (!e->dp)
         return;
+    tern_stage_free(e->dp->stage);
     tern_dpq_fini(e->dp);
     free(e->dp);
     e->dp = NULL;

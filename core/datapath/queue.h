@@ -31,6 +31,7 @@ struct tern_dp {
     pthread_t pollers[TERN_DESC_MAX_TRANSPORTS];
     int polling[TERN_DESC_MAX_TRANSPORTS];
     atomic_int poll_stop;
+    struct tern_stage *stage; /* GPU memory staging (stage.c) */
 };
 
 int tern_dpq_init(struct tern_dp *dp, tern_engine *e);

@@ -55,6 +55,8 @@ typedef struct tern_cslice {
     tern_xport *x;         /* transport of the last route */
     tern_ep_ref *ref;      /* endpoint held while the transport owns it */
     int local_dev;
+    int gpu;               /* GPU ordinal of the local memory, -1 host */
+    void *stage;           /* held by the stager (datapath/stage.c), else NULL */
     char peer_nic_path[320];
     struct tern_cslice *next, *prev; /* queue links */
 } tern_cslice;

@@ -32,8 +32,8 @@ static int path_dev_index(const tern_topology *topo, int d, const tern_seg_trans
 
 /* One side: buffer -> location -> device -> key. */
 static int path_side(const tern_segment_desc *seg, tern_topology *topo, const char *transport,
-                     uint64_t addr, uint64_t len, int retry, const char *side,
-                     int *dev_out, const char **name_out, uint64_t *key_out, int remote,
+                     uint64_t addr, uint64_t len, int retry, const char *hint,
+                     const char *side, int *dev_out, const char **name_out, uint64_t *key_out, int remote,
                      char *err, size_t errlen)
 {
     const tern_buffer_desc *b = tern_segment_find_buffer(seg, addr, len);
@@ -50,7 +50,7 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "%s segment '%s' has no topology for transport '%s'", side, seg->name,
                          transport);
-    int d = tern_topology_select(topo, b->location, retry, NULL);
+    int d = tern_topology_select(topo, b->location, retry, hint);
     if (d < 0)
         return tern_errf(err, errlen, d,
                          "%s segment '%s': no usable '%s' device for location '%s' "
@@ -63,6 +63,14 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "%s buffer 0x%llx of segment '%s' has no keys for transport '%s'",
                          side, (unsigned long long)b->addr, seg->name, transport);
+    if (!remote && k->ndev == 0 && strncmp(b->location, "cuda:", 5) == 0) {
+        /* GPU memory the transport did not register: staged, with the
+         * staging buffer's key (docs/gpu.md, Registration). */
+        *dev_out = idx;
+        *name_out = tern_topology_device_name(topo, d);
+        *key_out = 0;
+        return 0;
+    }
     if (idx >= k->ndev || idx >= TERN_MAX_DEVICES)
         return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
                          "%s buffer 0x%llx of segment '%s' has %d '%s' keys; device '%s' "
@@ -92,20 +100,49 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                      const char *transport, uint64_t local_addr, uint64_t remote_addr,
                      uint64_t len, int retry, tern_path *out, char *err, size_t errlen)
 {
+    return tern_path_choose_hint(local, local_topo, peer, peer_topo, transport, local_addr,
+                                 remote_addr, len, retry, NULL, out, err, errlen);
+}
+
+int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *local_topo,
+                          const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                          const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                          uint64_t len, int retry, const char *local_hint, tern_path *out,
+                          char *err, size_t errlen)
+{
     if (!local || !peer || !transport || !out)
         return tern_errf(err, errlen, TERN_ERR_INVAL,
                          "path choice: missing local/peer descriptor, transport or output");
     const char *lname, *pname;
-    int rc = path_side(local, local_topo, transport, local_addr, len, retry, "local",
+    int rc = path_side(local, local_topo, transport, local_addr, len, retry, local_hint, "local",
                        &out->local_dev, &lname, &out->lkey, 0, err, errlen);
     if (rc == 0)
-        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, "peer",
+        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, NULL, "peer",
                        &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
     if (rc)
         return rc;
     path_join(out->local_nic_path, sizeof(out->local_nic_path), local->name, lname);
     path_join(out->peer_nic_path, sizeof(out->peer_nic_path), peer->name, pname);
     return 0;
+}
+
+/* The peer's buffer is GPU memory: only a transport whose target side
+ * reaches it (TERN_CAP_GPU_TARGET, e.g. tcp's bounce buffer) or that takes
+ * device addresses (TERN_CAP_GPU_DIRECT) can serve it; another one says
+ * UNREACHABLE so the peer moves to the next transport both sides list
+ * (docs/gpu.md, Transports).  Segment lock held. */
+static int route_gpu_target(const tern_segment *seg, const tern_xport *x, uint64_t remote,
+                            uint64_t len, char *err, size_t errlen)
+{
+    if (x->ops->caps & (TERN_CAP_GPU_DIRECT | TERN_CAP_GPU_TARGET))
+        return 0;
+    const tern_buffer_desc *b = tern_segment_find_buffer(seg->desc, remote, len);
+    if (!b || strncmp(b->location, "cuda:", 5) != 0)
+        return 0;
+    return tern_errf(err, errlen, TERN_ERR_UNREACHABLE,
+                     "peer buffer 0x%llx of segment '%s' is GPU memory (%s), which transport "
+                     "'%s' cannot reach on the target side", (unsigned long long)b->addr,
+                     seg->name, b->location, x->pl->name);
 }
 
 int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
@@ -123,10 +160,15 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     tern_xport_device_revive(x, tern_now_ms());
     tern_path path;
     tern_memory_rdlock(&e->mem);
-    int rc = tern_path_choose(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
-                              (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
-                              cs->attempt, &path, err, errlen);
+    /* GPU memory prefers the NIC closest to its GPU (docs/gpu.md, Topology). */
+    const char *hint = cs->gpu >= 0 && cs->gpu < TERN_GPU_NEAR_MAX && x->gpu_near[cs->gpu][0]
+                           ? x->gpu_near[cs->gpu] : NULL;
+    int rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
+                                   (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
+                                   cs->attempt, hint, &path, err, errlen);
     tern_memory_unlock(&e->mem);
+    if (rc == 0)
+        rc = route_gpu_target(seg, x, cs->s.remote, cs->s.length, err, errlen);
     void *ep = NULL;
     tern_ep_ref *ref = NULL;
     if (rc == 0)

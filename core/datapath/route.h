@@ -25,6 +25,13 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                      const struct tern_segment_desc *peer, tern_topology *peer_topo,
                      const char *transport, uint64_t local_addr, uint64_t remote_addr,
                      uint64_t len, int retry, tern_path *out, char *err, size_t errlen);
+/* The same with a device name the local side prefers at retry 0 (the NIC
+ * closest to the GPU holding the local buffer; NULL: none). */
+int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *local_topo,
+                          const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                          const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                          uint64_t len, int retry, const char *local_hint, tern_path *out,
+                          char *err, size_t errlen);
 
 #define TERN_ROUTE_CONNECT 1      /* no endpoint yet: a worker must connect */
 #define TERN_ROUTE_SEG_CLOSED 2   /* the segment was closed (or reopened) */

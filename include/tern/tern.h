@@ -92,6 +92,20 @@ int tern_register_memory(tern_engine *engine, void *addr, size_t len,
                          const char *location);
 int tern_unregister_memory(tern_engine *engine, void *addr);
 
+/* ---- GPU memory (see docs/gpu.md) --------------------------------------
+ * The CUDA driver is loaded at run time on first use ($TERN_CUDA_LIBRARY,
+ * else libcuda.so.1); without it these return TERN_ERR_NOT_SUPPORTED and
+ * tern_engine_last_error() says why.  tern_register_memory detects device
+ * memory itself and records it as "cuda:N". */
+
+/* Number of GPUs the driver sees (>= 0), or an error when none can load. */
+int tern_gpu_count(tern_engine *engine);
+/* Device memory on GPU `gpu` (cuMemAlloc); free with tern_gpu_free. */
+int tern_gpu_alloc(tern_engine *engine, int gpu, size_t len, void **out);
+int tern_gpu_free(tern_engine *engine, void *ptr);
+/* Synchronous copy where either side (or both) may be device memory. */
+int tern_gpu_copy(tern_engine *engine, void *dst, const void *src, size_t len);
+
 /* ---- segments --------------------------------------------------------- */
 
 /* Open a peer's segment by its server name; returns an id >= 0. */

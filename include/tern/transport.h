@@ -60,7 +60,7 @@ extern "C" {
 
 #define TERN_TRANSPORT_MAGIC 0x5452504E5245545FULL /* "_TERNPRT" */
 #define TERN_TRANSPORT_ABI_MAJOR 1
-#define TERN_TRANSPORT_ABI_MINOR 1
+#define TERN_TRANSPORT_ABI_MINOR 2
 #define TERN_TRANSPORT_SYMBOL "tern_transport_v1"
 /* Use in the plugin: TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {...}; */
 #define TERN_TRANSPORT_EXPORT __attribute__((visibility("default")))
@@ -78,6 +78,16 @@ extern "C" {
 #define TERN_CAP_HANDSHAKE (1ULL << 2)     /* endpoints need the handshake exchange;
                                               without it ep_connect gets peer == NULL */
 #define TERN_CAP_MULTI_DEVICE (1ULL << 4)  /* several devices: use the topology */
+#define TERN_CAP_GPU_DIRECT (1ULL << 6)    /* takes GPU device addresses in slices and
+                                              mr_register (e.g. dma-buf); without it the
+                                              core stages GPU memory through pinned host
+                                              buffers and the plugin only ever sees host
+                                              addresses (docs/gpu.md) */
+#define TERN_CAP_GPU_TARGET (1ULL << 7)    /* the target side reaches GPU memory it
+                                              registered by itself (host service
+                                              mem_copy); without it (or GPU_DIRECT) a
+                                              peer's GPU buffer makes the core move
+                                              that peer to the next transport */
 /* No longer read by the core (kept so plugins written for 1.0 compile):
  * the core checks remote ranges against the peer's descriptor whatever the
  * transport does, and a transport that cannot reach a peer says so with
@@ -177,6 +187,25 @@ typedef struct tern_host_services {
      * connects and ep_close run on the core's own threads later), so a
      * plugin may call it with its own locks held. */
     void (*complete)(void *host, tern_slice *slice);
+
+    /* ---- ABI 1.2: GPU memory (docs/gpu.md) ---- */
+    /* The core stages every slice whose LOCAL memory is on a GPU for a
+     * transport without TERN_CAP_GPU_DIRECT, so such a transport only meets
+     * device memory as the target of a peer's request, inside memory it
+     * registered.  mem_gpu says whether addr is device memory: the GPU
+     * ordinal, or -1 for host memory (also when no CUDA driver is loaded).
+     * Ask at mr_register time, not per request. */
+    int (*mem_gpu)(void *host, const void *addr);
+    /* Synchronous copy of len bytes where dst, src or both may be device
+     * memory (the other side host memory).  0, or a tern_err with the
+     * reason in err. */
+    int (*mem_copy)(void *host, void *dst, const void *src, size_t len, char *err,
+                    size_t errlen);
+    /* Pinned host memory for a bounce buffer of GPU `gpu` (copies from and
+     * to it run at the full rate); NULL when none can be had (then use
+     * alloc()).  Free with pinned_free. */
+    void *(*pinned_alloc)(void *host, int gpu, size_t len);
+    void (*pinned_free)(void *host, void *ptr);
 } tern_host_services;
 
 /* ---- devices ------------------------------------------------------------- */

@@ -476,6 +476,10 @@ static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
         return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp mr_register: out of memory");
     m->addr = a;
     m->len = len;
+    /* Device memory is reached through a bounce buffer (tcp_server.c). */
+    m->gpu = TERN_HAS_MEMBER(ctx->host.struct_size, tern_host_services, mem_copy) &&
+                     ctx->host.mem_gpu && ctx->host.mem_copy
+                 ? ctx->host.mem_gpu(ctx->host.host, addr) : -1;
     atomic_init(&m->refs, 1); /* the table's */
     pthread_rwlock_wrlock(&ctx->mr_lock);
     size_t i = mr_upper(ctx, a);
@@ -604,7 +608,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .abi_minor = 1,
     .name = "tcp",
     .version = "0.2.0",
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK,
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK | TERN_CAP_GPU_TARGET,
     .options = tcp_options,
     .default_slice_size = 1u << 20,
     .init = tcp_init,

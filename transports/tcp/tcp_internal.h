@@ -27,6 +27,7 @@ struct tcp_worker;
  * no further byte may be moved (see tcp_mr_io_begin). */
 typedef struct tcp_mr {
     uint64_t addr, len, key;
+    int gpu;                 /* GPU ordinal of device memory, -1 host (docs/gpu.md) */
     atomic_int refs, io, revoked;
 } tcp_mr;
 

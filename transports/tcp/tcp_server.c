@@ -22,7 +22,11 @@
  *    window) or the connection is cut;
  *  - replies already owed (requests applied) are sent before a connection
  *    is closed for garbage;
- *  - warnings about strangers are rate-limited, with a count. */
+ *  - warnings about strangers are rate-limited, with a count.
+ *
+ * GPU memory (docs/gpu.md): a request inside registered device memory goes
+ * through a per-connection bounce buffer of TCP_GPU_CHUNK bytes, copied to
+ * or from the GPU with the host service mem_copy, one chunk at a time. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -69,7 +73,13 @@ struct tcp_srv_conn {
     int starved;                     /* the last read or write would block */
     uint64_t born_ms, win_start, win_bytes, last_bytes_ms;
     uint8_t *drain;
+    uint8_t *bounce;                 /* GPU memory: TCP_GPU_CHUNK bytes */
+    int bounce_pinned;               /* from the host service pinned_alloc */
+    uint64_t bounce_at;              /* READ: offset of the chunk in it, UINT64_MAX none */
+    int gpu_status;                  /* WRITE: a failed copy to the GPU, replied at the end */
 };
+
+#define TCP_GPU_CHUNK (1u << 20)
 
 /* ---- strangers ---------------------------------------------------------------- */
 
@@ -150,6 +160,30 @@ static void srv_linger(tcp_srv_conn *c)
         ;
 }
 
+/* The bounce buffer: pinned when the core can give one (full-rate copies). */
+static int srv_bounce(tcp_srv_conn *c, int gpu)
+{
+    if (c->bounce)
+        return 0;
+    const tern_host_services *h = &c->ctx->host;
+    if (TERN_HAS_MEMBER(h->struct_size, tern_host_services, pinned_free) && h->pinned_alloc &&
+        (c->bounce = h->pinned_alloc(h->host, gpu, TCP_GPU_CHUNK)) != NULL) {
+        c->bounce_pinned = 1;
+        return 0;
+    }
+    c->bounce = malloc(TCP_GPU_CHUNK);
+    return c->bounce ? 0 : TERN_ERR_NOMEM;
+}
+
+static void srv_bounce_free(tcp_srv_conn *c)
+{
+    if (c->bounce && c->bounce_pinned)
+        c->ctx->host.pinned_free(c->ctx->host.host, c->bounce);
+    else
+        free(c->bounce);
+    c->bounce = NULL;
+}
+
 static void srv_free(tcp_io *io)
 {
     tcp_srv_conn *c = (tcp_srv_conn *)io;
@@ -157,6 +191,7 @@ static void srv_free(tcp_io *io)
         tcp_mr_unpin(c->mr);
     free(c->out);
     free(c->drain);
+    srv_bounce_free(c);
     free(c);
 }
 
@@ -195,6 +230,49 @@ static void srv_progress(tcp_srv_conn *c, size_t n)
     c->last_bytes_ms = tcp_now_ms();
 }
 
+/* Copy between the bounce buffer and [addr+at, +n) of the pinned device
+ * range (to_gpu: into the GPU).  0, TERN_ERR_RANGE when the range was
+ * revoked, or the copy's error. */
+static int srv_gpu_copy(tcp_srv_conn *c, int to_gpu, uint64_t at, size_t n)
+{
+    tcp_ctx *ctx = c->ctx;
+    if (srv_bounce(c, c->mr->gpu) != 0)
+        return TERN_ERR_NOMEM;
+    if (tcp_mr_io_begin(c->mr) != 0)
+        return TERN_ERR_RANGE;
+    char err[256] = "";
+    void *dev = (char *)(uintptr_t)c->q.addr + at;
+    int rc = to_gpu ? ctx->host.mem_copy(ctx->host.host, dev, c->bounce, n, err, sizeof err)
+                    : ctx->host.mem_copy(ctx->host.host, c->bounce, dev, n, err, sizeof err);
+    tcp_mr_io_end(c->mr);
+    if (rc)
+        tcp_log(ctx, TERN_LOG_WARN, "%s of %zu B at 0x%" PRIx64 " for %s: %s",
+                to_gpu ? "WRITE into GPU memory" : "READ from GPU memory", n,
+                c->q.addr + at, c->peer, err);
+    return rc;
+}
+
+/* The READ's next bytes: straight from host memory, or from the bounce
+ * buffer holding the chunk of device memory at c->off (loaded here). */
+static int srv_read_data(tcp_srv_conn *c, struct iovec *iov)
+{
+    uint64_t left = c->q.length - c->off;
+    if (c->mr->gpu < 0) {
+        *iov = (struct iovec){(char *)(uintptr_t)c->q.addr + c->off, left};
+        return 0;
+    }
+    uint64_t at = c->off - c->off % TCP_GPU_CHUNK;
+    uint64_t chunk = c->q.length - at < TCP_GPU_CHUNK ? c->q.length - at : TCP_GPU_CHUNK;
+    if (c->bounce_at != at) {
+        int rc = srv_gpu_copy(c, 0, at, chunk);
+        if (rc)
+            return rc;
+        c->bounce_at = at;
+    }
+    *iov = (struct iovec){c->bounce + (c->off - at), chunk - (c->off - at)};
+    return 0;
+}
+
 /* Send owed replies and, in S_RPAY, the READ's data after them.
  * 0: as far as the socket takes; <0: the connection is gone. */
 static int srv_write(tcp_srv_conn *c)
@@ -205,9 +283,11 @@ static int srv_write(tcp_srv_conn *c)
         if (c->outoff < c->outlen)
             iov[n++] = (struct iovec){c->out + c->outoff, c->outlen - c->outoff};
         int data = c->state == S_RPAY && c->off < c->q.length;
-        if (data)
-            iov[n++] = (struct iovec){(char *)(uintptr_t)c->q.addr + c->off,
-                                      c->q.length - c->off};
+        if (data) {
+            int rc = srv_read_data(c, &iov[n++]);
+            if (rc) /* the reply is out: the peer learns of it by the connection closing */
+                return rc;
+        }
         if (!n)
             return 0;
         if (data && tcp_mr_io_begin(c->mr) != 0)
@@ -345,6 +425,16 @@ static void srv_proof(tcp_srv_conn *c)
     c->state = S_HDR;
 }
 
+/* A READ of device memory: its first chunk, before the reply says 0. */
+static int srv_gpu_first(tcp_srv_conn *c)
+{
+    uint64_t n = c->q.length < TCP_GPU_CHUNK ? c->q.length : TCP_GPU_CHUNK;
+    int rc = srv_gpu_copy(c, 0, 0, n);
+    if (rc == 0)
+        c->bounce_at = 0;
+    return rc;
+}
+
 /* A complete request header in c->in. */
 static void srv_header(tcp_srv_conn *c)
 {
@@ -365,10 +455,16 @@ static void srv_header(tcp_srv_conn *c)
     c->q = q;
     c->off = 0;
     c->mr = q.length ? tcp_mr_pin(ctx, q.addr, q.length) : NULL;
+    c->bounce_at = UINT64_MAX;
+    c->gpu_status = 0;
     if (c->mr) {
         srv_prove(c); /* a request inside registered memory; a refused one proves nothing */
         if (q.opcode == TERN_WRITE) {
             c->state = S_WPAY;
+        } else if (c->mr->gpu >= 0 && srv_gpu_first(c) != 0) {
+            tcp_mr_unpin(c->mr); /* the first chunk failed: refuse before any payload */
+            c->mr = NULL;
+            out_reply(c, &q, TERN_ERR_IO);
         } else {
             out_reply(c, &q, 0);
             c->state = S_RPAY;
@@ -389,8 +485,41 @@ static void srv_header(tcp_srv_conn *c)
     }
 }
 
+/* A WRITE into device memory: receive a chunk into the bounce buffer, copy
+ * it to the GPU when full or at the end.  A failed copy is replied once the
+ * payload is in (the stream stays in step). */
+static int srv_wpay_gpu(tcp_srv_conn *c)
+{
+    if (srv_bounce(c, c->mr->gpu) != 0)
+        return TERN_ERR_NOMEM;
+    uint64_t at = c->off - c->off % TCP_GPU_CHUNK;
+    uint64_t room = TCP_GPU_CHUNK - (c->off - at);
+    if (room > c->q.length - c->off)
+        room = c->q.length - c->off;
+    ssize_t n = srv_recv(c, c->bounce + (c->off - at), (size_t)room);
+    if (n <= 0)
+        return (int)n;
+    c->off += (uint64_t)n;
+    if ((c->off % TCP_GPU_CHUNK == 0 || c->off == c->q.length) && !c->gpu_status) {
+        int rc = srv_gpu_copy(c, 1, at, (size_t)(c->off - at));
+        if (rc == TERN_ERR_RANGE)
+            return rc;
+        c->gpu_status = rc ? TERN_ERR_IO : 0;
+    }
+    if (c->off == c->q.length) {
+        atomic_fetch_add(&c->ctx->st_bytes_in, c->q.length);
+        tcp_mr_unpin(c->mr);
+        c->mr = NULL;
+        out_reply(c, &c->q, c->gpu_status);
+        c->state = S_HDR;
+    }
+    return 1;
+}
+
 static int srv_wpay(tcp_srv_conn *c)
 {
+    if (c->mr->gpu >= 0)
+        return srv_wpay_gpu(c);
     if (tcp_mr_io_begin(c->mr) != 0)
         return TERN_ERR_RANGE;
     ssize_t n = srv_recv(c, (char *)(uintptr_t)c->q.addr + c->off, c->q.length - c->off);
