@@ -59,8 +59,7 @@ def main() -> int:
                 print(json.dumps(notes), flush=True)
             elif cmd == "SEND":
                 try:
-                    name, msg = words[3].rstrip("\n").split(" ", 1)
-                    eng.notify_send(words[1], name, msg)
+                    eng.notify_send(words[1], words[2], words[3].rstrip("\n"))
                     print("OK", flush=True)
                 except tern.Error as e:
                     print(f"ERR {type(e).__name__} {e}", flush=True)
