@@ -175,11 +175,15 @@ static PyObject *batch_add(BatchObject *self, PyObject *args, PyObject *kw, int 
         self->queued = n;
         self->capqueued = cap;
     }
-    tern_request *r = &self->queued[self->nqueued];
-    if (request_arg(self->engine, args, kw, opcode == TERN_WRITE ? "write" : "read", opcode, r,
-                    self->queued_keep) < 0)
+    /* Opening a segment given by name releases the GIL: the batch is busy. */
+    tern_request r;
+    self->busy = 1;
+    int rc = request_arg(self->engine, args, kw, opcode == TERN_WRITE ? "write" : "read", opcode,
+                         &r, self->queued_keep);
+    self->busy = 0;
+    if (rc < 0)
         return NULL;
-    self->nqueued++;
+    self->queued[self->nqueued++] = r;
     return PyLong_FromSize_t(submitted + self->nqueued - 1);
 }
 

@@ -191,7 +191,7 @@ void ternpy_engine_reap(EngineObject *eo)
 
 int ternpy_engine_check(EngineObject *eo)
 {
-    if (eo->e)
+    if (eo->e && !eo->closing)
         return 0;
     ternpy_raise(TERN_ERR_CLOSED, "the engine is closed");
     return -1;
@@ -327,11 +327,16 @@ static int engine_close_impl(EngineObject *self)
 {
     if (!self->e)
         return 0;
+    if (self->closing) {
+        ternpy_raise(TERN_ERR_BUSY, "Engine.close: another thread is closing this engine");
+        return -1;
+    }
     if (self->busy) {
         ternpy_raise(TERN_ERR_BUSY,
                      "Engine.close: another thread is inside a call on this engine");
         return -1;
     }
+    self->closing = 1; /* other threads may run while the GIL is released below */
     for (BatchObject *bo = self->batches; bo; bo = self->batches) {
         ternpy_batch_detach(bo);
         ternpy_engine_unlink_batch(self, bo);
@@ -356,6 +361,7 @@ static int engine_close_impl(EngineObject *self)
     Py_END_ALLOW_THREADS
     while (self->nregs)
         Py_DECREF(regs_take(self, self->nregs - 1));
+    self->closing = 0;
     return 0;
 }
 
@@ -686,7 +692,7 @@ static PyObject *engine_get_server_name(EngineObject *self, void *c)
 static PyObject *engine_get_closed(EngineObject *self, void *c)
 {
     (void)c;
-    return PyBool_FromLong(self->e == NULL);
+    return PyBool_FromLong(self->e == NULL || self->closing);
 }
 
 static PyObject *engine_get_last_error(EngineObject *self, void *c)

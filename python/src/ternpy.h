@@ -59,6 +59,7 @@ typedef struct EngineObject {
     ternpy_grave *graves;
     size_t ngraves, capgraves;
     long busy;               /* calls running with the GIL released */
+    int closing;             /* close() is under way: no new calls */
     PyObject *server_name;   /* str, cached after creation */
     PyObject *weakreflist;
 } EngineObject;

@@ -33,7 +33,7 @@ def test_unregistered_local_memory(engine, peer):
     with pytest.raises(tern.RangeError) as ei:
         engine.transfer_sync_write(buf, peer.name, peer.addr)
     msg = str(ei.value)
-    assert "not registered" in msg and f"0x{id(buf):x}" not in msg
+    assert "not registered" in msg and "local range" in msg
     assert ei.value.code == -19 and ei.value.code_name == "TERN_ERR_RANGE"
     # the same through a batch: the request ends INVALID with the message
     b = engine.batch(1)
