@@ -156,6 +156,7 @@ static int batch_usable(BatchObject *self)
 static void queue_clear(BatchObject *self)
 {
     self->nqueued = 0;
+    Py_CLEAR(self->notify);
     if (self->queued_keep)
         PyList_SetSlice(self->queued_keep, 0, PY_SSIZE_T_MAX, NULL);
 }
@@ -205,11 +206,26 @@ static Py_ssize_t submit_queued(BatchObject *self)
         return 0;
     EngineObject *eo = self->engine;
     int rc;
+    tern_segment_id nseg = 0;
+    const char *nname = NULL, *nmsg = NULL;
+    if (self->notify) { /* (segment id, name, msg) */
+        nseg = (tern_segment_id)PyLong_AsLong(PyTuple_GET_ITEM(self->notify, 0));
+        nname = PyBytes_AS_STRING(PyTuple_GET_ITEM(self->notify, 1));
+        nmsg = PyBytes_AS_STRING(PyTuple_GET_ITEM(self->notify, 2));
+    }
     self->busy = 1;
     TERNPY_ENTER(eo);
-    rc = tern_batch_submit(self->b, self->queued, n);
+#if TERNPY_V2
+    if (nname)
+        rc = tern_batch_submit_with_notify(self->b, self->queued, n, nseg, nname, nmsg);
+    else
+#endif
+        rc = tern_batch_submit(self->b, self->queued, n);
     TERNPY_LEAVE(eo);
     self->busy = 0;
+    (void)nseg; /* unused without the v2 API */
+    (void)nname;
+    (void)nmsg;
     if (rc < 0) {
         queue_clear(self);
         ternpy_raise_engine(eo, rc);
@@ -299,7 +315,8 @@ static PyObject *batch_error(BatchObject *self, PyObject *arg)
     return PyUnicode_FromString(queued ? "" : tern_batch_error(self->b, i));
 }
 
-/* Free the libtern batch or park it; never waits. */
+/* Free the libtern batch or park it; never waits.  Requests still
+ * running are canceled first where libtern can. */
 static void batch_release(BatchObject *self)
 {
     queue_clear(self);
@@ -307,6 +324,9 @@ static void batch_release(BatchObject *self)
         return;
     tern_batch *b = self->b;
     self->b = NULL;
+#if TERNPY_V2
+    tern_batch_cancel(b);
+#endif
     if (tern_batch_free(b) == 0) {
         if (self->keep)
             PyList_SetSlice(self->keep, 0, PY_SSIZE_T_MAX, NULL);
@@ -333,6 +353,135 @@ static PyObject *batch_close(BatchObject *self, PyObject *unused)
     batch_release(self);
     Py_RETURN_NONE;
 }
+
+#if TERNPY_V2
+static PyObject *batch_notify(BatchObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"segment", "name", "msg", NULL};
+    PyObject *seg, *msg;
+    const char *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsO:notify", kwlist, &seg, &name, &msg))
+        return NULL;
+    if (batch_usable(self) < 0)
+        return NULL;
+    if (!self->nqueued)
+        return ternpy_raise(TERN_ERR_INVAL,
+                            "notify: no queued request to carry it (write()/read() first)");
+    if (self->notify)
+        return ternpy_raise(TERN_ERR_EXISTS,
+                            "notify: the queued requests already carry one; submit() first");
+    PyObject *bytes = PyUnicode_Check(msg) ? PyUnicode_AsUTF8String(msg) : Py_XNewRef(msg);
+    if (!bytes || !PyBytes_Check(bytes)) {
+        if (bytes)
+            PyErr_SetString(PyExc_TypeError, "notify: msg must be str or bytes");
+        Py_XDECREF(bytes);
+        return NULL;
+    }
+    if (strlen(PyBytes_AS_STRING(bytes)) != (size_t)PyBytes_GET_SIZE(bytes)) {
+        Py_DECREF(bytes);
+        return ternpy_raise(TERN_ERR_INVAL, "notify: msg contains a NUL byte");
+    }
+    tern_segment_id id;
+    self->busy = 1; /* a segment given by name is opened without the GIL */
+    int rc = ternpy_segment_arg(self->engine, seg, &id);
+    self->busy = 0;
+    if (rc < 0) {
+        Py_DECREF(bytes);
+        return NULL;
+    }
+    self->notify = Py_BuildValue("(iyN)", (int)id, name, bytes);
+    if (!self->notify)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *batch_fileno(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->b)
+        return ternpy_raise(TERN_ERR_CLOSED, "the batch is closed");
+    int fd = tern_batch_fd(self->b);
+    if (fd < 0)
+        return ternpy_raise_engine(self->engine, fd);
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *batch_cancel(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (batch_usable(self) < 0)
+        return NULL;
+    queue_clear(self);
+    int n = tern_batch_cancel(self->b);
+    if (n < 0)
+        return ternpy_raise_engine(self->engine, n);
+    return PyLong_FromLong(n);
+}
+
+static PyObject *batch_reset(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (batch_usable(self) < 0)
+        return NULL;
+    int rc = tern_batch_reset(self->b);
+    if (rc < 0)
+        return ternpy_raise_engine(self->engine, rc);
+    queue_clear(self);
+    PyList_SetSlice(self->keep, 0, PY_SSIZE_T_MAX, NULL);
+    Py_RETURN_NONE;
+}
+
+static int any_pending(BatchObject *self)
+{
+    size_t n = tern_batch_size(self->b);
+    for (size_t i = 0; i < n; i++) {
+        tern_request_state st;
+        if (tern_batch_state(self->b, i, &st) == 0 &&
+            (st.status == TERN_WAITING || st.status == TERN_PENDING))
+            return 1;
+    }
+    return 0;
+}
+
+/* True when every request has its final status (raising the first
+ * failure, as wait()), False while some are running.  Never blocks. */
+static PyObject *batch_poll(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (batch_usable(self) < 0 || submit_queued(self) < 0)
+        return NULL;
+    int rc = tern_batch_wait(self->b, 0);
+    /* TIMEOUT from a zero wait: still running, or a request timed out. */
+    if (rc == TERN_ERR_TIMEOUT) {
+        if (any_pending(self))
+            Py_RETURN_FALSE;
+        rc = tern_batch_wait(self->b, 0); /* all final now: its answer stands */
+    }
+    if (rc < 0)
+        return ternpy_raise_engine(self->engine, rc);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *batch_wait_async(BatchObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait_async", kwlist, &timeout))
+        return NULL;
+    PyObject *a = PyTuple_Pack(2, (PyObject *)self, timeout);
+    if (!a)
+        return NULL;
+    PyObject *r = ternpy_aio("wait_batch", a);
+    Py_DECREF(a);
+    return r;
+}
+
+static PyObject *batch_get_inflight(BatchObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(self->b ? tern_batch_inflight(self->b) : 0);
+}
+#endif
 
 static PyObject *batch_enter(BatchObject *self, PyObject *unused)
 {
@@ -376,6 +525,7 @@ static void batch_dealloc(BatchObject *self)
         Py_DECREF(self->engine);
     }
     PyMem_Free(self->queued);
+    Py_XDECREF(self->notify);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->queued_keep);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -432,6 +582,30 @@ static PyMethodDef batch_methods[] = {
      "close()\n\nFree the batch without waiting.  Queued requests are dropped.  While a\n"
      "timed-out request still has bytes in flight, its engine keeps the\n"
      "batch (and the memory it uses) until they end."},
+#if TERNPY_V2
+    {"notify", CF(batch_notify), KW,
+     "notify(segment, name, msg)\n\nAttach a notification to the requests queued so far: it is submitted\n"
+     "with them and the peer receives it only after every byte of those\n"
+     "requests is in place (not at all if one fails).  wait() covers it."},
+    {"fileno", (PyCFunction)batch_fileno, METH_NOARGS,
+     "fileno() -> int\n\nAn eventfd that becomes readable when a request reaches its final\n"
+     "status (owned by the batch: do not close it).  For select/selectors/\n"
+     "asyncio; wait(), poll() and reset() drain it."},
+    {"poll", (PyCFunction)batch_poll, METH_NOARGS,
+     "poll() -> bool\n\nSubmit what is queued; True when every request has its final status\n"
+     "(raising the first failure, as wait()), False while some run.\n"
+     "Never blocks."},
+    {"wait_async", CF(batch_wait_async), KW,
+     "wait_async(timeout=None)  (a coroutine)\n\nawait the batch in asyncio: the loop watches fileno(), no thread\n"
+     "polls.  Raises as wait(); TimeoutError after `timeout` seconds."},
+    {"cancel", (PyCFunction)batch_cancel, METH_NOARGS,
+     "cancel() -> int\n\nEnd every WAITING/PENDING request CANCELED; returns how many.  Queued\n"
+     "requests are dropped.  Slices a transport already holds finish and\n"
+     "are ignored; the batch keeps their memory alive until then."},
+    {"reset", (PyCFunction)batch_reset, METH_NOARGS,
+     "reset()\n\nEmpty the batch for reuse once every request has its final status\n"
+     "and no slice is held (BusyError otherwise)."},
+#endif
     {"__enter__", (PyCFunction)batch_enter, METH_NOARGS, "Return the batch."},
     {"__exit__", (PyCFunction)batch_exit, METH_VARARGS,
      "Without an exception: wait() (raising a failure), then close().  With\n"
@@ -441,6 +615,10 @@ static PyMethodDef batch_methods[] = {
 static PyGetSetDef batch_getset[] = {
     {"closed", (getter)batch_get_closed, NULL, "True once closed", NULL},
     {"capacity", (getter)batch_get_capacity, NULL, "the most requests it holds", NULL},
+#if TERNPY_V2
+    {"inflight", (getter)batch_get_inflight, NULL,
+     "slices of the batch a transport or the core still holds", NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PySequenceMethods batch_as_sequence = {

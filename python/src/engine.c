@@ -478,10 +478,12 @@ static PyObject *engine_register(EngineObject *self, PyObject *args, PyObject *k
         PyErr_SetString(PyExc_TypeError, "register: name and location must be str or None");
         return NULL;
     }
+#if !TERNPY_V2
     if (name != Py_None)
         return ternpy_raise(TERN_ERR_NOT_SUPPORTED,
                             "register: named buffers need a libtern with "
-                            "tern_segment_buffers (C API v2)");
+                            "tern_register_memory_named (application API v2)");
+#endif
     RegObject *r = PyObject_New(RegObject, &TernPy_RegType);
     if (!r)
         return NULL;
@@ -501,12 +503,17 @@ static PyObject *engine_register(EngineObject *self, PyObject *args, PyObject *k
         Py_SETREF(r->owner, Py_NewRef(owner)); /* the buffer stays held by r->view */
     }
     const char *loc = rc == 0 && location != Py_None ? PyUnicode_AsUTF8(location) : NULL;
-    if (rc < 0 || (location != Py_None && !loc)) {
+    const char *nm = rc == 0 && name != Py_None ? PyUnicode_AsUTF8(name) : NULL;
+    if (rc < 0 || (location != Py_None && !loc) || (name != Py_None && !nm)) {
         Py_DECREF(r);
         return NULL;
     }
     TERNPY_ENTER(self);
+#if TERNPY_V2
+    rc = tern_register_memory_named(self->e, (void *)r->addr, r->len, loc, nm);
+#else
     rc = tern_register_memory(self->e, (void *)r->addr, r->len, loc);
+#endif
     TERNPY_LEAVE(self);
     if (rc < 0) {
         ternpy_raise_engine(self, rc);
@@ -640,23 +647,116 @@ static PyObject *engine_notify_send(EngineObject *self, PyObject *args, PyObject
     Py_RETURN_NONE;
 }
 
-static PyObject *engine_notify_recv(EngineObject *self, PyObject *unused)
+static PyObject *engine_notify_recv(EngineObject *self, PyObject *args, PyObject *kw)
 {
-    (void)unused;
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = NULL;
+    int ms = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:notify_recv", kwlist, &timeout))
+        return NULL;
+    if (timeout && ternpy_timeout_ms(timeout, &ms) < 0)
+        return NULL;
     if (ternpy_engine_check(self) < 0)
         return NULL;
     char from[256], name[256];
     char *msg = PyMem_Malloc(TERN_NOTIFY_MAX + 1);
     if (!msg)
         return PyErr_NoMemory();
-    int rc = tern_notify_recv(self->e, from, sizeof from, name, sizeof name, msg,
+    int rc;
+    if (ms == 0) {
+        rc = tern_notify_recv(self->e, from, sizeof from, name, sizeof name, msg,
                               TERN_NOTIFY_MAX + 1);
+    } else {
+#if TERNPY_V2
+        TERNPY_ENTER(self);
+        rc = tern_notify_recv_wait(self->e, from, sizeof from, name, sizeof name, msg,
+                                   TERN_NOTIFY_MAX + 1, ms);
+        TERNPY_LEAVE(self);
+#else
+        PyMem_Free(msg);
+        return ternpy_raise(TERN_ERR_NOT_SUPPORTED,
+                            "notify_recv: waiting needs tern_notify_recv_wait "
+                            "(application API v2)");
+#endif
+    }
     PyObject *r = rc < 0    ? ternpy_raise_engine(self, rc)
                   : rc == 0 ? Py_NewRef(Py_None)
                             : ternpy_notification(from, name, msg);
     PyMem_Free(msg);
     return r;
 }
+
+#if TERNPY_V2
+static PyObject *engine_notify_fileno(EngineObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    int fd = tern_notify_fd(self->e);
+    if (fd < 0)
+        return ternpy_raise_engine(self, fd);
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *engine_notify_stats(EngineObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    tern_notify_stats st;
+    int rc = tern_notify_stats_get(self->e, &st);
+    if (rc < 0)
+        return ternpy_raise_engine(self, rc);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "received",
+                         (unsigned long long)st.received, "delivered",
+                         (unsigned long long)st.delivered, "refused",
+                         (unsigned long long)st.refused, "queued",
+                         (unsigned long long)st.queued, "sent", (unsigned long long)st.sent,
+                         "send_failed", (unsigned long long)st.send_failed);
+}
+
+static PyObject *engine_notify_recv_async(EngineObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:notify_recv_async", kwlist, &timeout))
+        return NULL;
+    PyObject *a = PyTuple_Pack(2, (PyObject *)self, timeout);
+    if (!a)
+        return NULL;
+    PyObject *r = ternpy_aio("notify_recv", a);
+    Py_DECREF(a);
+    return r;
+}
+
+static PyObject *engine_buffers(EngineObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"segment", NULL};
+    PyObject *seg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:buffers", kwlist, &seg))
+        return NULL;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    tern_segment_id id = TERN_LOCAL_SEGMENT;
+    if (seg != Py_None && ternpy_segment_arg(self, seg, &id) < 0)
+        return NULL;
+    return ternpy_segment_buffers(self, id);
+}
+
+static PyObject *engine_buffer(EngineObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"segment", "name", NULL};
+    PyObject *seg, *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OU:buffer", kwlist, &seg, &name))
+        return NULL;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    tern_segment_id id = TERN_LOCAL_SEGMENT;
+    if (seg != Py_None && ternpy_segment_arg(self, seg, &id) < 0)
+        return NULL;
+    return ternpy_segment_buffer(self, id, name);
+}
+#endif
 
 /* ---- batches and one-call transfers --------------------------------------- */
 
@@ -755,8 +855,27 @@ static PyMethodDef engine_methods[] = {
     {"notify_send", CF(engine_notify_send), KW,
      "notify_send(segment, name, msg)\n\nSend a short message (str or bytes, at most NOTIFY_MAX bytes) to the\n"
      "owner of a segment.  The GIL is released while it runs."},
-    {"notify_recv", (PyCFunction)engine_notify_recv, METH_NOARGS,
-     "notify_recv() -> Notification | None\n\nThe oldest received notification (sender, name, msg), or None."},
+    {"notify_recv", CF(engine_notify_recv), KW,
+     "notify_recv(timeout=0) -> Notification | None\n\nThe oldest received notification (sender, name, msg), or None when\n"
+     "none came within `timeout` seconds (0: do not wait; None: wait for\n"
+     "one).  The GIL is released while it waits."},
+#if TERNPY_V2
+    {"notify_recv_async", CF(engine_notify_recv_async), KW,
+     "notify_recv_async(timeout=None) -> Notification | None  (a coroutine)\n\n"
+     "await the next notification in asyncio, woken by notify_fileno()."},
+    {"notify_fileno", (PyCFunction)engine_notify_fileno, METH_NOARGS,
+     "notify_fileno() -> int\n\nAn eventfd, readable while notifications are queued (owned by the\n"
+     "engine: do not close or read it; notify_recv drains it)."},
+    {"notify_stats", (PyCFunction)engine_notify_stats, METH_NOARGS,
+     "notify_stats() -> dict\n\nreceived, delivered, refused (sends refused while the queue was\n"
+     "full), queued, sent, send_failed."},
+    {"buffers", CF(engine_buffers), KW,
+     "buffers(segment=None) -> list[BufferInfo]\n\nA segment's registered buffers (name, address, length, location), by\n"
+     "address, from its descriptor fetched again; segment None: this engine's."},
+    {"buffer", CF(engine_buffer), KW,
+     "buffer(segment, name) -> BufferInfo\n\nThe segment's buffer registered under `name` (NotFoundError if none);\n"
+     "its address is the remote of a request."},
+#endif
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef engine_getset[] = {

@@ -9,6 +9,7 @@
 #include "ternpy.h" /* Python.h first, as CPython requires */
 
 #include <stdlib.h>
+#include <string.h>
 
 
 /* ---- exceptions --------------------------------------------------------- */
@@ -181,6 +182,59 @@ static PyStructSequence_Desc notification_desc = {
     "tern.Notification", "A notification received from a peer (Engine.notify_recv()).",
     notification_fields, 3};
 
+#if TERNPY_V2
+static PyTypeObject BufferInfoType;
+
+static PyStructSequence_Field buffer_info_fields[] = {
+    {"name", "the application's name for it, or None"},
+    {"address", "its address in the owner's memory: the remote of a request"},
+    {"length", "bytes"},
+    {"location", "where it lives ('cpu:0')"},
+    {NULL, NULL}};
+static PyStructSequence_Desc buffer_info_desc = {
+    "tern.BufferInfo", "A registered buffer of a segment (Engine.buffers()).",
+    buffer_info_fields, 4};
+
+PyObject *ternpy_buffer_info(const tern_buffer_info *b)
+{
+    PyObject *r = PyStructSequence_New(&BufferInfoType);
+    if (!r)
+        return NULL;
+    PyObject *v[4] = {
+        b->name[0] ? PyUnicode_DecodeUTF8(b->name, (Py_ssize_t)strnlen(b->name, sizeof b->name),
+                                          "replace")
+                   : Py_NewRef(Py_None),
+        PyLong_FromUnsignedLongLong(b->addr), PyLong_FromUnsignedLongLong(b->length),
+        PyUnicode_DecodeUTF8(b->location, (Py_ssize_t)strnlen(b->location, sizeof b->location),
+                             "replace")};
+    for (int i = 0; i < 4; i++) {
+        if (!v[i]) {
+            for (int j = 0; j < 4; j++)
+                Py_XDECREF(v[j]);
+            Py_DECREF(r);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        PyStructSequence_SetItem(r, i, v[i]);
+    return r;
+}
+#endif
+
+PyObject *ternpy_aio(const char *fn, PyObject *args)
+{
+    PyObject *mod = PyImport_ImportModule("tern._aio");
+    if (!mod)
+        return NULL;
+    PyObject *f = PyObject_GetAttrString(mod, fn);
+    Py_DECREF(mod);
+    if (!f)
+        return NULL;
+    PyObject *r = PyObject_CallObject(f, args);
+    Py_DECREF(f);
+    return r;
+}
+
 PyObject *ternpy_request_state(const tern_request_state *st, const char *msg)
 {
     PyObject *r = PyStructSequence_New(&RequestStateType);
@@ -347,6 +401,13 @@ PyMODINIT_FUNC PyInit__tern(void)
         PyStructSequence_InitType2(&NotificationType, &notification_desc) < 0 ||
         PyModule_AddObjectRef(m, "RequestState", (PyObject *)&RequestStateType) < 0 ||
         PyModule_AddObjectRef(m, "Notification", (PyObject *)&NotificationType) < 0 ||
+#if TERNPY_V2
+        PyStructSequence_InitType2(&BufferInfoType, &buffer_info_desc) < 0 ||
+        PyModule_AddObjectRef(m, "BufferInfo", (PyObject *)&BufferInfoType) < 0 ||
+        PyModule_AddIntConstant(m, "NOTIFY_QUEUE", TERN_NOTIFY_QUEUE) < 0 ||
+        PyModule_AddIntConstant(m, "BUFFER_NAME_MAX", TERN_BUFFER_NAME_MAX) < 0 ||
+#endif
+        PyModule_AddIntConstant(m, "HAS_API_V2", TERNPY_V2) < 0 ||
         add_type(m, &TernPy_RegType, "Registration") < 0 ||
         add_type(m, &TernPy_EngineType, "Engine") < 0 ||
         add_type(m, &TernPy_SegmentType, "Segment") < 0 ||

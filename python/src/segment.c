@@ -106,6 +106,74 @@ static PyObject *segment_close(SegmentObject *s, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+#if TERNPY_V2
+PyObject *ternpy_segment_buffers(EngineObject *eo, tern_segment_id id)
+{
+    if (ternpy_engine_check(eo) < 0)
+        return NULL;
+    tern_buffer_info *out = NULL;
+    size_t max = 0;
+    int n;
+    /* The count may grow between the calls (the peer registers more). */
+    for (;;) {
+        TERNPY_ENTER(eo);
+        n = tern_segment_buffers(eo->e, id, out, max);
+        TERNPY_LEAVE(eo);
+        if (n < 0 || (size_t)n <= max)
+            break;
+        max = (size_t)n + 8;
+        tern_buffer_info *m = PyMem_Realloc(out, max * sizeof *m);
+        if (!m) {
+            PyMem_Free(out);
+            return PyErr_NoMemory();
+        }
+        out = m;
+    }
+    if (n < 0) {
+        PyMem_Free(out);
+        return ternpy_raise_engine(eo, n);
+    }
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l && i < n; i++) {
+        PyObject *b = ternpy_buffer_info(&out[i]);
+        if (!b)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, i, b);
+    }
+    PyMem_Free(out);
+    return l;
+}
+
+PyObject *ternpy_segment_buffer(EngineObject *eo, tern_segment_id id, PyObject *name)
+{
+    if (ternpy_engine_check(eo) < 0)
+        return NULL;
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s)
+        return NULL;
+    tern_buffer_info b;
+    int rc;
+    TERNPY_ENTER(eo);
+    rc = tern_segment_buffer_find(eo->e, id, s, &b);
+    TERNPY_LEAVE(eo);
+    if (rc < 0)
+        return ternpy_raise_engine(eo, rc);
+    return ternpy_buffer_info(&b);
+}
+
+static PyObject *segment_buffers(SegmentObject *s, PyObject *unused)
+{
+    (void)unused;
+    return ternpy_segment_buffers(s->engine, s->id);
+}
+
+static PyObject *segment_buffer(SegmentObject *s, PyObject *name)
+{
+    return ternpy_segment_buffer(s->engine, s->id, name);
+}
+#endif
+
 static PyObject *segment_get_transport(SegmentObject *s, void *c)
 {
     (void)c;
@@ -144,6 +212,14 @@ static PyMethodDef segment_methods[] = {
     {"descriptor", (PyCFunction)segment_descriptor, METH_NOARGS,
      "descriptor() -> dict\n\nThe peer's segment descriptor as this engine holds it: name, buffers\n"
      "(name = location, addr, length), devices, transports..."},
+#if TERNPY_V2
+    {"buffers", (PyCFunction)segment_buffers, METH_NOARGS,
+     "buffers() -> list[BufferInfo]\n\nThe peer's registered buffers (name, address, length, location), by\n"
+     "address, from its descriptor fetched again (the cached one when the\n"
+     "peer cannot be reached)."},
+    {"buffer", (PyCFunction)segment_buffer, METH_O,
+     "buffer(name) -> BufferInfo\n\nThe peer's buffer registered under `name` (NotFoundError if none)."},
+#endif
     {"close", (PyCFunction)segment_close, METH_NOARGS,
      "close()\n\nForget the segment and close its connections."},
     {NULL, NULL, 0, NULL}};

@@ -25,6 +25,16 @@
 
 #include "tern/tern.h"
 
+/* The application API v2 (named buffers, notifications that ride on a
+ * batch, completion and notification fds, reset, cancel): bound when the
+ * libtern headers have it, so the binding still builds against an older
+ * installed tern (without those methods). */
+#if defined(TERN_BUFFER_NAME_MAX) && defined(TERN_NOTIFY_QUEUE)
+#define TERNPY_V2 1
+#else
+#define TERNPY_V2 0
+#endif
+
 /* ---- registrations ------------------------------------------------------ */
 
 typedef struct RegObject {
@@ -109,6 +119,8 @@ struct BatchObject {
     PyObject *keep;       /* list: registrations and objects requests use */
     PyObject *queued_keep;/* the same for the queued requests */
     int busy;             /* a thread is inside submit/wait/close */
+    PyObject *notify;     /* (segment id, name bytes, msg bytes) riding on the
+                             queued requests, or NULL */
     BatchObject *prev, *next;
     PyObject *weakreflist;
 };
@@ -117,6 +129,18 @@ extern PyTypeObject TernPy_BatchType;
 
 /* Close a batch for the engine's own close(): wait, free or park. */
 void ternpy_batch_detach(BatchObject *bo);
+
+#if TERNPY_V2
+/* A BufferInfo for one entry of tern_segment_buffers, new reference. */
+PyObject *ternpy_buffer_info(const tern_buffer_info *b);
+/* Segment id's buffers as a list of BufferInfo; the named one. */
+PyObject *ternpy_segment_buffers(EngineObject *eo, tern_segment_id id);
+PyObject *ternpy_segment_buffer(EngineObject *eo, tern_segment_id id, PyObject *name);
+#endif
+
+/* Call tern._aio.<fn>(*args), a coroutine (Batch.wait_async and
+ * Engine.notify_recv_async are written in Python over the fds). */
+PyObject *ternpy_aio(const char *fn, PyObject *args);
 
 /* Engine.transfer_sync_write/read. */
 PyObject *ternpy_transfer_sync(EngineObject *eo, PyObject *args, PyObject *kw, int opcode);
