@@ -9,7 +9,12 @@ and answers one command per line on stdin, one line on stdout each:
     SHA <offset> <length>       sha256 hex of that range            -> <hex>
     NOTES <n> <seconds>         wait for n notifications            -> JSON list
     SEND <segment> <name> <msg> send a notification                 -> OK | ERR ...
+    REG <name> <bytes>          register another (named) bytearray  -> <address>
+    CHECKNOTES <n> <seconds>    wait for n notifications "seed off len"; at
+                                receipt of each, compare the buffer's bytes
+                                with pattern(seed) -> "<received> <bad>"
     EXIT                        close the engine and exit 0
+With the application API v2 the buffer is registered as "peer/main".
 """
 
 import hashlib
@@ -36,7 +41,8 @@ def main() -> int:
            "transports": [{"name": "tcp"}], "log_level": "warn"}
     with tern.Engine(cfg) as eng:
         buf = bytearray(size)
-        addr = eng.register(buf)
+        addr = eng.register(buf, name="peer/main" if tern.HAS_API_V2 else None)
+        extra = []
         print(f"READY {eng.server_name} {addr} {size} {__import__('os').getpid()}", flush=True)
         for line in sys.stdin:
             words = line.split(" ", 3)
@@ -63,6 +69,22 @@ def main() -> int:
                     print("OK", flush=True)
                 except tern.Error as e:
                     print(f"ERR {type(e).__name__} {e}", flush=True)
+            elif cmd == "REG":
+                b = bytearray(int(words[2]))
+                extra.append(b)
+                print(eng.register(b, name=words[1]), flush=True)
+            elif cmd == "CHECKNOTES":
+                want, deadline = int(words[1]), time.monotonic() + float(words[2])
+                got = bad = 0
+                while got < want and time.monotonic() < deadline:
+                    n = eng.notify_recv(timeout=0.05)
+                    if n is None:
+                        continue
+                    seed, off, ln = (int(x) for x in n.msg.split())
+                    got += 1
+                    if bytes(buf[off:off + ln]) != pattern(seed, ln):
+                        bad += 1
+                print(f"{got} {bad}", flush=True)
             elif cmd == "EXIT":
                 break
             else:
