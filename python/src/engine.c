@@ -825,9 +825,10 @@ static PyMethodDef engine_methods[] = {
      "address.  obj is an object with the buffer protocol (bytearray, writable\n"
      "memoryview, contiguous numpy array), kept alive until unregister(), or\n"
      "an int address (torch's tensor.data_ptr()) with length=; owner= is then\n"
-     "kept alive instead.  length registers a prefix of a buffer.  location:\n"
-     "'cpu:0'..., None to detect it.  ExistsError when it overlaps a\n"
-     "registration."},
+     "kept alive instead.  length registers a prefix of a buffer.  name: the\n"
+     "application's name for it ('kv/layer0'), by which peers find it\n"
+     "(Engine.buffer(segment, name)).  location: 'cpu:0'..., None to detect\n"
+     "it.  ExistsError when it overlaps a registration or reuses a name."},
     {"unregister", (PyCFunction)engine_unregister, METH_O,
      "unregister(obj_or_address)\n\nUnregister memory registered with register() (the same object or\n"
      "its address).  The object is released once no batch can touch it."},

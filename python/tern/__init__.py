@@ -21,6 +21,7 @@ See python/README.md and docs/python.md.
 """
 
 from ._tern import (  # noqa: F401  (re-exported)
+    HAS_API_V2,
     LOCAL_SEGMENT,
     NOTIFY_MAX,
     AbiError,
@@ -58,6 +59,9 @@ from ._tern import (  # noqa: F401  (re-exported)
     strerror,
 )
 
+if HAS_API_V2:  # named buffers, batch notifications, fds, cancel, reset
+    from ._tern import BUFFER_NAME_MAX, NOTIFY_QUEUE, BufferInfo  # noqa: F401
+
 __all__ = [
     "Engine", "Segment", "Batch", "Registration", "Status", "RequestState",
     "Notification", "Error", "AbiError", "AuthError", "BusyError",
@@ -66,5 +70,5 @@ __all__ = [
     "NoMemoryError", "NotFoundError", "NotSupportedError", "NoTransportError",
     "PluginError", "ProtocolError", "RangeError", "RefusedError",
     "TimeoutError", "UnreachableError", "describe_config", "config_schema",
-    "strerror", "NOTIFY_MAX", "LOCAL_SEGMENT", "__version__",
-]
+    "strerror", "NOTIFY_MAX", "LOCAL_SEGMENT", "HAS_API_V2", "__version__",
+] + (["BufferInfo", "NOTIFY_QUEUE", "BUFFER_NAME_MAX"] if HAS_API_V2 else [])

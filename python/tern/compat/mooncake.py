@@ -282,15 +282,17 @@ class TransferEngine:
                             peer_buffer_addresses: Sequence[int], lengths: Sequence[int],
                             opcode: TransferOpcode, notify: Optional[TransferNotify] = None,
                             transport_hint: str = "") -> int:
+        # The notification rides on the batch where libtern can (delivered
+        # after every byte); else it is sent once the batch completed.
+        ride = notify if notify is not None and tern.HAS_API_V2 else None
         batch = self._submit(target_hostname, buffers, peer_buffer_addresses, lengths,
-                             opcode, "batch_transfer_sync")
+                             opcode, "batch_transfer_sync", ride)
         if batch is None:
             return -1
         try:
             with batch:
                 pass  # leaving the block waits and raises a failure
-            if notify is not None:
-                # After the data: the receiver sees it only once every byte is in.
+            if notify is not None and ride is None:
                 self._engine.notify_send(target_hostname, notify.name, notify.msg)
         except tern.Error as e:
             return self._fail(f"batch_transfer_sync to {target_hostname}: {e}")
@@ -410,7 +412,8 @@ class TransferEngine:
         _log.error("%s", msg)
         return -1
 
-    def _submit(self, target, buffers, peers, lengths, opcode, what) -> Optional[tern.Batch]:
+    def _submit(self, target, buffers, peers, lengths, opcode, what,
+                notify: Optional[TransferNotify] = None) -> Optional[tern.Batch]:
         if not (len(buffers) == len(peers) == len(lengths)):
             self._fail(f"{what}: buffers, peer_buffer_addresses and lengths have "
                        "different sizes")
@@ -426,6 +429,8 @@ class TransferEngine:
             add = batch.write if opcode == TransferOpcode.Write else batch.read
             for local, remote, n in zip(buffers, peers, lengths):
                 add(local, seg, remote, n, timeout)
+            if notify is not None:
+                batch.notify(seg, notify.name, notify.msg)
             batch.submit()
         except tern.Error as e:
             self._fail(f"{what} to {target}: {e}")
