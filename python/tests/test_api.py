@@ -42,15 +42,18 @@ def test_help_is_useful():
 
 def test_stubs_cover_the_module():
     tree = ast.parse((PKG / "_tern.pyi").read_text())
-    stubbed = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    stubbed = {n.name for n in tree.body
+               if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
     stubbed |= {t.id for n in tree.body if isinstance(n, ast.AnnAssign)
                 for t in [n.target] if isinstance(t, ast.Name)}
     public = {n for n in tern.__all__}
     assert public - stubbed == set(), f"not in _tern.pyi: {public - stubbed}"
-    engine_stub = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Engine")
-    methods = {f.name for f in engine_stub.body if isinstance(f, ast.FunctionDef)}
-    real = {m for m in dir(tern.Engine) if not m.startswith("_")}
-    assert real - methods == set(), f"Engine methods without stubs: {real - methods}"
+    for cls in (tern.Engine, tern.Batch, tern.Segment, tern.Registration):
+        stub = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+        members = {f.name for f in stub.body
+                   if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        real = {m for m in dir(cls) if not m.startswith("_")}
+        assert real - members == set(), f"{cls.__name__} members without stubs: {real - members}"
     assert (PKG / "py.typed").exists()
 
 
