@@ -59,22 +59,29 @@ def test_local_named_registration(engine):
 
 # ---- notifications with data -------------------------------------------------
 
-def test_notification_arrives_after_its_data(engine, peer):
-    """Each round writes a fresh pattern to its own slot with a notification
-    attached; the peer compares the slot with the pattern when the
-    notification arrives: never before its bytes."""
-    bs, rounds = 8192, 400
-    src = bytearray(bs * rounds)
+def test_notification_arrives_after_its_data(engine, big_peer):
+    """Each round writes a fresh pattern (16 MiB in 8 requests) with a
+    notification attached; the moment it arrives the peer copies the last
+    bytes of the range, then all of it, and compares them with the pattern:
+    never before its bytes.  16 MiB takes milliseconds: a notification
+    sent with the submit instead of after the last byte is seen first.
+    The batch is reused (reset) each round."""
+    peer = big_peer
+    bs, per, rounds = 2 << 20, 8, 4
+    span = bs * per
+    src = bytearray(span * rounds)
     engine.register(src)
     seg = engine.open_segment(peer.name)
-    b = engine.batch(1)
+    b = engine.batch(per)
     for r in range(rounds):
-        off = r * bs
-        src[off:off + bs] = pattern(1000 + r, bs)
-        b.write(memoryview(src)[off:off + bs], seg, peer.addr + off)
-        b.notify(seg, "blk", f"{1000 + r} {off} {bs}")
+        off = r * span
+        src[off:off + span] = pattern(1000 + r, span)
+        for i in range(per):
+            o = off + i * bs
+            b.write(memoryview(src)[o:o + bs], seg, peer.addr + o)
+        b.notify(seg, "blk", f"{1000 + r} {off} {span}")
         b.wait()
-        b.reset()                               # the batch is reused each round
+        b.reset()
     assert peer.cmd(f"CHECKNOTES {rounds} 120") == f"{rounds} 0"
     b.close()
 
