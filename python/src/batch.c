@@ -579,9 +579,10 @@ static PyMethodDef batch_methods[] = {
     {"error", (PyCFunction)batch_error, METH_O,
      "error(index) -> str\n\nThe message of request `index`'s failure ('' if none)."},
     {"close", (PyCFunction)batch_close, METH_NOARGS,
-     "close()\n\nFree the batch without waiting.  Queued requests are dropped.  While a\n"
-     "timed-out request still has bytes in flight, its engine keeps the\n"
-     "batch (and the memory it uses) until they end."},
+     "close()\n\nFree the batch without waiting: queued requests are dropped and,\n"
+     "with the v2 API, running ones canceled.  While a request still has\n"
+     "bytes in flight (timed out or canceled), its engine keeps the batch\n"
+     "(and the memory it uses) until they end."},
 #if TERNPY_V2
     {"notify", CF(batch_notify), KW,
      "notify(segment, name, msg)\n\nAttach a notification to the requests queued so far: it is submitted\n"
