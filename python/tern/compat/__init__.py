@@ -1,0 +1,1 @@
+"""Drop-in replacements for other transfer engines' Python APIs (mooncake)."""
