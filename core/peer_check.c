@@ -62,9 +62,11 @@ static char *confirm_request(const char *transport, const char *local_nic,
     return s;
 }
 
-/* Ask `server` whether it sent this frame; 0 when it says so. */
-static int confirm_call(tern_engine *e, const char *server, const char *req, char *msg,
-                        size_t msglen)
+/* Ask `server` whether it sent this frame; 0 when it says so.  *denied is
+ * set when it answered that it did not (a tern segment that saw no such
+ * connect), as opposed to not answering the question at all. */
+static int confirm_call(tern_engine *e, const char *server, const char *req, int *denied,
+                        char *msg, size_t msglen)
 {
     char *reply = NULL, why[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;
@@ -92,7 +94,7 @@ static int confirm_call(tern_engine *e, const char *server, const char *req, cha
                        "%s, the segment the Connection names, does not confirm handshakes "
                        "(an older tern or another implementation): refused",
                        server);
-    else if (!yes)
+    else if (!yes && (*denied = 1))
         rc = tern_errf(msg, msglen, TERN_ERR_REFUSED,
                        "%s, the segment the Connection names, did not send it (%s): refused",
                        server, reason ? reason : "no reason given");
@@ -116,9 +118,84 @@ static void note_replace(tern_engine *e, tern_xport *x, const tern_handshake_des
                     "the one we had", x->pl->name, hd->local_nic_path);
 }
 
-int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
-                               const char *json, size_t len, char *msg, size_t msglen)
+static int has_device(const tern_xport *x, const char *dev)
 {
+    for (int i = 0; i < x->pl->ndevices; i++)
+        if (strcmp(x->pl->devices[i].name, dev) == 0)
+            return 1;
+    return 0;
+}
+
+/* 1 when we hold an endpoint, or run a connect, for this key: an
+ * unconfirmed frame must not take either over. */
+static int key_in_use(tern_xport *x, const char *key)
+{
+    void *ep = NULL;
+    tern_ep_ref *ref = tern_epstore_get(x->eps, key, &ep);
+    if (ref) {
+        tern_epstore_release(x->eps, ref);
+        return 1;
+    }
+    int busy = 0;
+    pthread_mutex_lock(&x->conn_lock);
+    for (tern_connecting *c = x->connecting; c && !busy; c = c->next)
+        busy = strcmp(c->key, key) == 0;
+    pthread_mutex_unlock(&x->conn_lock);
+    return busy;
+}
+
+/* 1 the first time `peer` is seen here (the set is bounded: past its
+ * size every frame is logged, which is loud but never silent). */
+#define UNCONFIRMED_MAX 4096
+static int first_unconfirmed(tern_xport *x, const char *peer)
+{
+    int first = 1;
+    pthread_mutex_lock(&x->conn_lock);
+    for (size_t i = 0; i < x->nunconfirmed && first; i++)
+        first = strcmp(x->unconfirmed[i], peer) != 0;
+    if (first && x->nunconfirmed < UNCONFIRMED_MAX) {
+        char **n = realloc(x->unconfirmed, (x->nunconfirmed + 1) * sizeof *n);
+        char *p = tern_strdup(peer);
+        if (n)
+            x->unconfirmed = n;
+        if (n && p)
+            x->unconfirmed[x->nunconfirmed++] = p;
+        else
+            free(p);
+    }
+    pthread_mutex_unlock(&x->conn_lock);
+    return first;
+}
+
+/* handshake_confirm: false and the named segment could not answer (a
+ * Mooncake peer): accept, unless it would take over an endpoint or a
+ * connect we already have.  docs/protocol.md, Connection confirmation. */
+static int accept_unconfirmed(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
+                              const char *server, const char *mydev, const char *why,
+                              char *msg, size_t msglen)
+{
+    char key[400];
+    tern_epstore_key(key, sizeof key, mydev, hd->local_nic_path);
+    if (key_in_use(x, key))
+        return tern_errf(msg, msglen, TERN_ERR_REFUSED,
+                         "Connection from %s is unconfirmed (%s) and an endpoint to it is "
+                         "already established or connecting here: an unconfirmed Connection "
+                         "never replaces one (handshake_confirm: false)",
+                         hd->local_nic_path, why);
+    if (first_unconfirmed(x, server))
+        tern_log(e->cfg, TERN_LOG_WARN,
+                 "%s: accepting an unconfirmed Connection from %s because handshake_confirm "
+                 "is false (%s); the sender's identity is not verified (docs/protocol.md, "
+                 "Connection confirmation); further ones from %s are not logged",
+                 x->pl->name, hd->local_nic_path, why, server);
+    return 0;
+}
+
+int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
+                               const char *json, size_t len, int *unconfirmed, char *msg,
+                               size_t msglen)
+{
+    *unconfirmed = 0;
     char server[320], dev[TERN_NAME_MAX], me[320], mydev[TERN_NAME_MAX], host[256];
     uint16_t port = 0;
     if (split_nic(hd->peer_nic_path, me, sizeof me, mydev, sizeof mydev) != 0 ||
@@ -126,6 +203,10 @@ int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handsha
         return tern_errf(msg, msglen, TERN_ERR_REFUSED,
                          "Connection: peer_nic_path \"%s\" does not name this engine (%s@<device>)",
                          hd->peer_nic_path, e->server_name);
+    if (!has_device(x, mydev))
+        return tern_errf(msg, msglen, TERN_ERR_REFUSED,
+                         "Connection: peer_nic_path \"%s\" names no %s device of this engine",
+                         hd->peer_nic_path, x->pl->name);
     if (split_nic(hd->local_nic_path, server, sizeof server, dev, sizeof dev) != 0 ||
         tern_split_host_port(server, host, sizeof host, &port) != 0 || port == 0)
         return tern_errf(msg, msglen, TERN_ERR_REFUSED,
@@ -137,8 +218,16 @@ int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handsha
     char *req = confirm_request(x->pl->name, hd->local_nic_path, hd->peer_nic_path, d);
     if (!req)
         return tern_errf(msg, msglen, TERN_ERR_NOMEM, "out of memory");
-    int rc = confirm_call(e, server, req, msg, msglen);
+    int denied = 0;
+    int rc = confirm_call(e, server, req, &denied, msg, msglen);
     free(req);
+    if (rc && !denied && !e->cfg->handshake_confirm) {
+        char why[TERN_ERRMSG_MAX];
+        tern_strlcpy(why, msg, sizeof why);
+        rc = accept_unconfirmed(e, x, hd, server, mydev, why, msg, msglen);
+        *unconfirmed = rc == 0;
+        return rc;
+    }
     if (rc) {
         tern_log(e->cfg, TERN_LOG_DEBUG, "%s", msg);
         return rc;

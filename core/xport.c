@@ -68,6 +68,9 @@ void tern_xport_fini(tern_xport *x)
     if (x->topo)
         tern_topology_free(x->topo);
     tern_desc_free(x->blob);
+    for (size_t i = 0; i < x->nunconfirmed; i++)
+        free(x->unconfirmed[i]);
+    free(x->unconfirmed);
     pthread_mutex_destroy(&x->conn_lock);
     pthread_cond_destroy(&x->conn_cond);
 }

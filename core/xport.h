@@ -48,6 +48,10 @@ typedef struct tern_xport {
     pthread_mutex_t conn_lock;    /* `connecting` */
     pthread_cond_t conn_cond;
     tern_connecting *connecting;
+    /* peers ("host:port") whose unconfirmed Connection was accepted and
+     * logged (handshake_confirm: false; peer_check.c), under conn_lock */
+    char **unconfirmed;
+    size_t nunconfirmed;
     /* device health: a device marked down comes back for a trial after its
      * hold time (doubling on each new failure, see tern_xport_device_*) */
     _Atomic uint64_t up_at_ms[TERN_MAX_DEVICES];
