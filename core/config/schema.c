@@ -115,8 +115,9 @@ const cfg_key cfg_keys[] = {
              "once per peer; every other check stays, a segment that answers \"not sent by "
              "me\" is still refused, and an endpoint we already hold is never replaced.  "
              "Anyone who can reach the handshake port can then open an endpoint to this "
-             "engine's registered memory under a name of its choosing: use it only on a "
-             "trusted network, ideally with `auth_secret_file`."},
+             "engine's registered memory under a name of its choosing: use it only where "
+             "every host that reaches the handshake port is trusted (see "
+             "\"Mixing tern and Mooncake engines\" below)."},
      .off = F(handshake_confirm)},
 };
 const size_t cfg_nkeys = sizeof cfg_keys / sizeof cfg_keys[0];
