@@ -236,6 +236,8 @@ static void active_insert(active_ctx *a, void *newep, void **ep, tern_ep_ref **r
         tern_epstore_remove(x->eps, a->key);
         rc = tern_epstore_insert(x->eps, a->key, newep, ep, ref);
     }
+    if (rc == 0)
+        tern_peer_check_inserted(x, a->key, 0);
     pthread_mutex_unlock(&x->conn_lock);
     if (rc == TERN_ERR_EXISTS)
         x->ops->ep_close(newep); /* someone else's is as good */
@@ -411,16 +413,18 @@ static int passive_insert(passive_ctx *p, void *ep)
     void *cur = NULL;
     tern_ep_ref *ref = NULL;
     pthread_mutex_lock(&x->conn_lock);
-    if (p->unconfirmed && connecting_find(x, p->key)) { /* raced with our own connect */
+    if (p->unconfirmed && (connecting_find(x, p->key) || /* raced with our own */
+                           !tern_peer_check_replaceable(x, p->key))) {
         pthread_mutex_unlock(&x->conn_lock);
         x->ops->ep_close(ep);
         return TERN_ERR_EXISTS;
     }
-    if (!p->unconfirmed)
-        tern_epstore_remove(x->eps, p->key);
+    tern_epstore_remove(x->eps, p->key);
     int rc = tern_epstore_insert(x->eps, p->key, ep, &cur, &ref);
     if (rc == TERN_ERR_EXISTS)
         x->ops->ep_close(ep);
+    else if (rc == 0)
+        tern_peer_check_inserted(x, p->key, 1);
     if (ref)
         tern_epstore_release(x->eps, ref);
     tern_connecting *c = connecting_find(x, p->key);
@@ -486,8 +490,9 @@ static char *passive_run(passive_ctx *p)
     }
     if (passive_insert(p, ep) != 0) { /* only an unconfirmed one (docs/protocol.md) */
         free(reply);
-        return refusal("Connection from %s is unconfirmed and an endpoint to it was "
-                       "established meanwhile: an unconfirmed Connection never replaces one",
+        return refusal("Connection from %s is unconfirmed and this engine's own endpoint to "
+                       "it was established meanwhile: an unconfirmed Connection never "
+                       "replaces one",
                        p->hd->local_nic_path);
     }
     return reply;

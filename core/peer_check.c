@@ -126,61 +126,124 @@ static int has_device(const tern_xport *x, const char *dev)
     return 0;
 }
 
-/* 1 when we hold an endpoint, or run a connect, for this key: an
- * unconfirmed frame must not take either over. */
-static int key_in_use(tern_xport *x, const char *key)
+/* ---- small string sets, under x->conn_lock ---------------------------------- */
+
+#define STRSET_MAX 4096
+
+static int strset_has(const tern_strset *s, const char *k)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], k) == 0)
+            return 1;
+    return 0;
+}
+
+/* When full, the oldest goes: for both sets forgetting is the safe side
+ * (one more WARN line; an endpoint taken for active, so not replaced). */
+static void strset_add(tern_strset *s, const char *k)
+{
+    if (strset_has(s, k))
+        return;
+    char *d = tern_strdup(k);
+    if (!d)
+        return;
+    if (s->n == STRSET_MAX) {
+        free(s->v[0]);
+        memmove(s->v, s->v + 1, (s->n - 1) * sizeof *s->v);
+        s->n--;
+    }
+    char **n = realloc(s->v, (s->n + 1) * sizeof *n);
+    if (!n) {
+        free(d);
+        return;
+    }
+    s->v = n;
+    s->v[s->n++] = d;
+}
+
+static void strset_del(tern_strset *s, const char *k)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], k) == 0) {
+            free(s->v[i]);
+            s->v[i] = s->v[--s->n];
+            return;
+        }
+}
+
+static void strset_free(tern_strset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+void tern_peer_check_inserted(tern_xport *x, const char *key, int passive)
+{
+    if (passive)
+        strset_add(&x->passive_keys, key);
+    else
+        strset_del(&x->passive_keys, key);
+}
+
+int tern_peer_check_replaceable(tern_xport *x, const char *key)
 {
     void *ep = NULL;
     tern_ep_ref *ref = tern_epstore_get(x->eps, key, &ep);
-    if (ref) {
-        tern_epstore_release(x->eps, ref);
+    if (!ref)
         return 1;
-    }
+    tern_epstore_release(x->eps, ref);
+    return strset_has(&x->passive_keys, key);
+}
+
+void tern_peer_check_fini(tern_xport *x)
+{
+    strset_free(&x->unconfirmed);
+    strset_free(&x->passive_keys);
+}
+
+/* 1 when an unconfirmed frame for this key would take over our own active
+ * endpoint or a connect of ours in flight. */
+static int takes_over(tern_xport *x, const char *key)
+{
     int busy = 0;
     pthread_mutex_lock(&x->conn_lock);
     for (tern_connecting *c = x->connecting; c && !busy; c = c->next)
         busy = strcmp(c->key, key) == 0;
+    busy = busy || !tern_peer_check_replaceable(x, key);
     pthread_mutex_unlock(&x->conn_lock);
     return busy;
 }
 
-/* 1 the first time `peer` is seen here (the set is bounded: past its
- * size every frame is logged, which is loud but never silent). */
-#define UNCONFIRMED_MAX 4096
+/* 1 the first time `peer` is seen here. */
 static int first_unconfirmed(tern_xport *x, const char *peer)
 {
-    int first = 1;
     pthread_mutex_lock(&x->conn_lock);
-    for (size_t i = 0; i < x->nunconfirmed && first; i++)
-        first = strcmp(x->unconfirmed[i], peer) != 0;
-    if (first && x->nunconfirmed < UNCONFIRMED_MAX) {
-        char **n = realloc(x->unconfirmed, (x->nunconfirmed + 1) * sizeof *n);
-        char *p = tern_strdup(peer);
-        if (n)
-            x->unconfirmed = n;
-        if (n && p)
-            x->unconfirmed[x->nunconfirmed++] = p;
-        else
-            free(p);
-    }
+    int first = !strset_has(&x->unconfirmed, peer);
+    if (first)
+        strset_add(&x->unconfirmed, peer);
     pthread_mutex_unlock(&x->conn_lock);
     return first;
 }
 
 /* handshake_confirm: false and the named segment could not answer (a
- * Mooncake peer): accept, unless it would take over an endpoint or a
- * connect we already have.  docs/protocol.md, Connection confirmation. */
+ * Mooncake peer): accept, unless it would take over our own active
+ * endpoint or connect for its key (a passive one, which an earlier
+ * Connection brought up, is replaced: the peer restarted).  See
+ * docs/protocol.md, Accepting unconfirmed Connections. */
 static int accept_unconfirmed(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
                               const char *server, const char *mydev, const char *why,
                               char *msg, size_t msglen)
 {
     char key[400];
     tern_epstore_key(key, sizeof key, mydev, hd->local_nic_path);
-    if (key_in_use(x, key))
+    if (takes_over(x, key))
         return tern_errf(msg, msglen, TERN_ERR_REFUSED,
-                         "Connection from %s is unconfirmed (%s) and an endpoint to it is "
-                         "already established or connecting here: an unconfirmed Connection "
-                         "never replaces one (handshake_confirm: false)",
+                         "Connection from %s is unconfirmed (%s) and this engine's own "
+                         "endpoint to it is established or connecting: an unconfirmed "
+                         "Connection never replaces one (handshake_confirm: false)",
                          hd->local_nic_path, why);
     if (first_unconfirmed(x, server))
         tern_log(e->cfg, TERN_LOG_WARN,

@@ -34,6 +34,16 @@ int tern_peer_check_connection(struct tern_engine *e, struct tern_xport *x,
                                const struct tern_handshake_desc *hd, const char *json,
                                size_t len, int *unconfirmed, char *msg, size_t msglen);
 
+/* Either side, under x->conn_lock, after an endpoint was inserted for key:
+ * whether a Connection (passive = 1) or our own connect brought it up.  An
+ * unconfirmed Connection may replace only the former. */
+void tern_peer_check_inserted(struct tern_xport *x, const char *key, int passive);
+/* Under x->conn_lock: 1 when the endpoint held for key came from a
+ * Connection (or none is held), 0 when it is our own active one. */
+int tern_peer_check_replaceable(struct tern_xport *x, const char *key);
+/* Frees what the two keep in x. */
+void tern_peer_check_fini(struct tern_xport *x);
+
 /* Active side: remember the digest of the request JSON about to be sent
  * for the connect in flight c, so our daemon can confirm it. */
 void tern_peer_check_sent(struct tern_xport *x, struct tern_connecting *c, const char *json,

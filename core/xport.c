@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "peer_check.h"
 #include "topology_load.h"
 #include "util.h"
 
@@ -68,9 +69,7 @@ void tern_xport_fini(tern_xport *x)
     if (x->topo)
         tern_topology_free(x->topo);
     tern_desc_free(x->blob);
-    for (size_t i = 0; i < x->nunconfirmed; i++)
-        free(x->unconfirmed[i]);
-    free(x->unconfirmed);
+    tern_peer_check_fini(x);
     pthread_mutex_destroy(&x->conn_lock);
     pthread_cond_destroy(&x->conn_cond);
 }

@@ -36,6 +36,12 @@ typedef struct tern_connecting {
     struct tern_connecting *next;
 } tern_connecting;
 
+/* A bounded set of strings; when full, the oldest is forgotten. */
+typedef struct tern_strset {
+    char **v;
+    size_t n;
+} tern_strset;
+
 typedef struct tern_xport {
     struct tern_engine *eng;      /* the endpoint code reads cfg, auth, name */
     int index;                    /* in the engine's preference order */
@@ -48,10 +54,11 @@ typedef struct tern_xport {
     pthread_mutex_t conn_lock;    /* `connecting` */
     pthread_cond_t conn_cond;
     tern_connecting *connecting;
-    /* peers ("host:port") whose unconfirmed Connection was accepted and
-     * logged (handshake_confirm: false; peer_check.c), under conn_lock */
-    char **unconfirmed;
-    size_t nunconfirmed;
+    /* under conn_lock, kept by peer_check.c (handshake_confirm: false):
+     * peers ("host:port") whose unconfirmed Connection was logged, and the
+     * endpoint keys whose current endpoint a Connection brought up */
+    tern_strset unconfirmed;
+    tern_strset passive_keys;
     /* device health: a device marked down comes back for a trial after its
      * hold time (doubling on each new failure, see tern_xport_device_*) */
     _Atomic uint64_t up_at_ms[TERN_MAX_DEVICES];

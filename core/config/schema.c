@@ -113,11 +113,12 @@ const cfg_key cfg_keys[] = {
              "`false` (for clusters with Mooncake Transfer Engine peers, which cannot "
              "confirm): a frame whose named segment cannot confirm is accepted, with a WARN "
              "once per peer; every other check stays, a segment that answers \"not sent by "
-             "me\" is still refused, and an endpoint we already hold is never replaced.  "
+             "me\" is still refused, and an endpoint this engine brought up itself is never "
+             "replaced.  "
              "Anyone who can reach the handshake port can then open an endpoint to this "
              "engine's registered memory under a name of its choosing: use it only where "
-             "every host that reaches the handshake port is trusted (see "
-             "\"Mixing tern and Mooncake engines\" below)."},
+             "every host that reaches the handshake port is trusted (docs/configuration.md, "
+             "Mixing tern and Mooncake engines)."},
      .off = F(handshake_confirm)},
 };
 const size_t cfg_nkeys = sizeof cfg_keys / sizeof cfg_keys[0];
