@@ -506,7 +506,8 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
         return refusal("bad handshake descriptor: %s", msg);
     passive_ctx p = {.e = e, .hd = &hd};
     char *reply;
-    if (!hd.transport[0]) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
+    int mooncake = !hd.transport[0];
+    if (mooncake) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
         tern_strlcpy(hd.transport, tern_mooncake_infer_transport(&hd), sizeof hd.transport);
     if (!(p.x = xport_named(e, hd.transport)))
         reply = refusal("transport '%s' is not loaded on %s", hd.transport[0] ? hd.transport
@@ -518,8 +519,11 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
     else if (tern_peer_check_connection(e, p.x, &hd, json, len, &p.unconfirmed, msg,
                                         sizeof msg) != 0)
         reply = refusal("%s", msg); /* not sent by the segment it names */
-    else
+    else {
+        if (mooncake) /* v0.3.10 sends no local_lid / local_gid */
+            tern_mooncake_handshake_fill_passive(e->segs.md, &hd, p.x->pl->name);
         reply = passive_run(&p);
+    }
     tern_handshake_desc_clear(&hd);
     return reply;
 }

@@ -94,10 +94,12 @@ static int confirm_call(tern_engine *e, const char *server, const char *req, int
                        "%s, the segment the Connection names, does not confirm handshakes "
                        "(an older tern or another implementation): refused",
                        server);
-    else if (!yes && (*denied = 1))
+    else if (!yes) {
+        *denied = 1;
         rc = tern_errf(msg, msglen, TERN_ERR_REFUSED,
                        "%s, the segment the Connection names, did not send it (%s): refused",
                        server, reason ? reason : "no reason given");
+    }
     json_object_put(o);
     return rc;
 }
