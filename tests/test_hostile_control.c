@@ -22,6 +22,7 @@
  *    T's metadata; the fetches keep working and T's RSS comes back. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <json-c/json.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -68,7 +69,8 @@ static tern_engine *engine_new(const hc_env *v)
         strcat(auth, "handshake_confirm: false\n");
     snprintf(yaml, sizeof yaml,
              "server_name: 127.0.0.1:0\nmetadata: p2p\nslice_size: 64K\nretries: 1\n"
-             "io_timeout_ms: 3000\nlog_level: error\n%stransports:\n%s", auth,
+             "io_timeout_ms: 3000\nlog_level: %s\n%stransports:\n%s",
+             v->no_confirm ? "warn" : "error", auth,
              strcmp(v->transport, "efa") == 0 ? "  - name: efa\n    provider: tcp\n"
                                                 "    iface: lo\n"
                                               : "  - name: tcp\n");
@@ -295,7 +297,19 @@ static int probe_blind(void *arg, int type, const char *json, size_t len, char *
     return 0;
 }
 
-Test(hostile_control, unconfirmed_connection_only_with_opt_in)
+/* How many lines of the redirected stderr contain `what`. */
+static int stderr_count(const char *what)
+{
+    fflush(stderr);
+    FILE *f = cr_get_redirected_stderr();
+    char line[4096];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, what) != NULL;
+    return n;
+}
+
+Test(hostile_control, unconfirmed_connection_only_with_opt_in, .init = cr_redirect_stderr)
 {
     hc_env dflt = {.transport = "efa"}, open = {.transport = "efa", .no_confirm = 1};
     tern_engine *i = engine_new(&dflt), *j = engine_new(&open), *t = engine_new(&dflt),
@@ -346,6 +360,10 @@ Test(hostile_control, unconfirmed_connection_only_with_opt_in)
     cr_assert(took, "handshake_confirm: false refused a well-formed Connection: %s", why);
     took = forge(&open, j, bnic, jnic, f.addr_hex, why, sizeof why);
     cr_assert(took, "the sender could not reconnect over its passive endpoint: %s", why);
+    char warned[500]; /* logged once for the sender, not once per frame */
+    snprintf(warned, sizeof warned, "accepting an unconfirmed Connection from %s ", bnic);
+    int nwarn = stderr_count(warned);
+    cr_assert_eq(nwarn, 1, "%d WARN lines for two frames from %s", nwarn, bnic);
 
     /* an established active endpoint: j moves data to t, then t's daemon
      * goes away (so nothing can confirm or deny) and a frame claims to be t */
