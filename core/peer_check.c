@@ -173,15 +173,6 @@ static void strset_del(tern_strset *s, const char *k)
         }
 }
 
-static void strset_free(tern_strset *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->v[i]);
-    free(s->v);
-    s->v = NULL;
-    s->n = 0;
-}
-
 void tern_peer_check_inserted(tern_xport *x, const char *key, int passive)
 {
     if (passive)
@@ -198,12 +189,6 @@ int tern_peer_check_replaceable(tern_xport *x, const char *key)
         return 1;
     tern_epstore_release(x->eps, ref);
     return strset_has(&x->passive_keys, key);
-}
-
-void tern_peer_check_fini(tern_xport *x)
-{
-    strset_free(&x->unconfirmed);
-    strset_free(&x->passive_keys);
 }
 
 /* 1 when an unconfirmed frame for this key would take over our own active

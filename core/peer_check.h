@@ -41,8 +41,6 @@ void tern_peer_check_inserted(struct tern_xport *x, const char *key, int passive
 /* Under x->conn_lock: 1 when the endpoint held for key came from a
  * Connection (or none is held), 0 when it is our own active one. */
 int tern_peer_check_replaceable(struct tern_xport *x, const char *key);
-/* Frees what the two keep in x. */
-void tern_peer_check_fini(struct tern_xport *x);
 
 /* Active side: remember the digest of the request JSON about to be sent
  * for the connect in flight c, so our daemon can confirm it. */

@@ -56,7 +56,8 @@ typedef struct tern_xport {
     tern_connecting *connecting;
     /* under conn_lock, kept by peer_check.c (handshake_confirm: false):
      * peers ("host:port") whose unconfirmed Connection was logged, and the
-     * endpoint keys whose current endpoint a Connection brought up */
+     * endpoint keys whose current endpoint a Connection brought up; freed
+     * by tern_xport_fini */
     tern_strset unconfirmed;
     tern_strset passive_keys;
     /* device health: a device marked down comes back for a trial after its
