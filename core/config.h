@@ -58,6 +58,8 @@ typedef struct tern_config {
     uint64_t endpoint_cache;      /* 256 endpoints */
     int eviction;                 /* TERN_EVICT_* */
     char *auth_secret_file;       /* NULL: no authentication */
+    int handshake_confirm;        /* 1: a Connection must be confirmed by its sender
+                                     (docs/protocol.md, Connection confirmation) */
     size_t nplugin_path_env;      /* plugin_path[0..n) came from $TERN_PLUGIN_PATH
                                      (already merged: the loader needs not read it) */
     unsigned env_overrides;       /* TERN_CFG_ENV_* bits: what the environment decided */

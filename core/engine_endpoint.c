@@ -236,6 +236,8 @@ static void active_insert(active_ctx *a, void *newep, void **ep, tern_ep_ref **r
         tern_epstore_remove(x->eps, a->key);
         rc = tern_epstore_insert(x->eps, a->key, newep, ep, ref);
     }
+    if (rc == 0)
+        tern_peer_check_inserted(x, a->key, 0);
     pthread_mutex_unlock(&x->conn_lock);
     if (rc == TERN_ERR_EXISTS)
         x->ops->ep_close(newep); /* someone else's is as good */
@@ -377,6 +379,7 @@ typedef struct passive_ctx {
     char key[400];
     char my_nic[320];
     char peer_name[320];
+    int unconfirmed;   /* accepted without confirmation: may not replace */
 } passive_ctx;
 
 /* Open and connect the passive endpoint; on failure msg says why. */
@@ -404,15 +407,24 @@ static int passive_open(passive_ctx *p, void **out, char *msg, size_t msglen)
 
 /* Insert (replacing any endpoint for the key) and flag our own in-flight
  * attempt as yielded; wakes an active side waiting for it. */
-static void passive_insert(passive_ctx *p, void *ep)
+static int passive_insert(passive_ctx *p, void *ep)
 {
     tern_xport *x = p->x;
     void *cur = NULL;
     tern_ep_ref *ref = NULL;
     pthread_mutex_lock(&x->conn_lock);
-    tern_epstore_remove(x->eps, p->key);
-    if (tern_epstore_insert(x->eps, p->key, ep, &cur, &ref) == TERN_ERR_EXISTS)
+    if (p->unconfirmed && (connecting_find(x, p->key) || /* raced with our own */
+                           !tern_peer_check_replaceable(x, p->key))) {
+        pthread_mutex_unlock(&x->conn_lock);
         x->ops->ep_close(ep);
+        return TERN_ERR_EXISTS;
+    }
+    tern_epstore_remove(x->eps, p->key);
+    int rc = tern_epstore_insert(x->eps, p->key, ep, &cur, &ref);
+    if (rc == TERN_ERR_EXISTS)
+        x->ops->ep_close(ep);
+    else if (rc == 0)
+        tern_peer_check_inserted(x, p->key, 1);
     if (ref)
         tern_epstore_release(x->eps, ref);
     tern_connecting *c = connecting_find(x, p->key);
@@ -423,6 +435,7 @@ static void passive_insert(passive_ctx *p, void *ep)
     }
     pthread_cond_broadcast(&x->conn_cond);
     pthread_mutex_unlock(&x->conn_lock);
+    return rc == TERN_ERR_EXISTS ? rc : 0;
 }
 
 static char *passive_reply(passive_ctx *p, void *ep)
@@ -475,7 +488,13 @@ static char *passive_run(passive_ctx *p)
         x->ops->ep_close(ep);
         return refusal("%s: describing the endpoint failed", x->pl->name);
     }
-    passive_insert(p, ep);
+    if (passive_insert(p, ep) != 0) { /* only an unconfirmed one (docs/protocol.md) */
+        free(reply);
+        return refusal("Connection from %s is unconfirmed and this engine's own endpoint to "
+                       "it was established meanwhile: an unconfirmed Connection never "
+                       "replaces one",
+                       p->hd->local_nic_path);
+    }
     return reply;
 }
 
@@ -487,7 +506,8 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
         return refusal("bad handshake descriptor: %s", msg);
     passive_ctx p = {.e = e, .hd = &hd};
     char *reply;
-    if (!hd.transport[0]) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
+    int mooncake = !hd.transport[0];
+    if (mooncake) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
         tern_strlcpy(hd.transport, tern_mooncake_infer_transport(&hd), sizeof hd.transport);
     if (!(p.x = xport_named(e, hd.transport)))
         reply = refusal("transport '%s' is not loaded on %s", hd.transport[0] ? hd.transport
@@ -496,10 +516,14 @@ char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
     else if (!(p.x->ops->caps & TERN_CAP_HANDSHAKE))
         reply = refusal("transport '%s' on %s takes no handshake", p.x->pl->name,
                         e->server_name);
-    else if (tern_peer_check_connection(e, p.x, &hd, json, len, msg, sizeof msg) != 0)
+    else if (tern_peer_check_connection(e, p.x, &hd, json, len, &p.unconfirmed, msg,
+                                        sizeof msg) != 0)
         reply = refusal("%s", msg); /* not sent by the segment it names */
-    else
+    else {
+        if (mooncake) /* v0.3.10 sends no local_lid / local_gid */
+            tern_mooncake_handshake_fill_passive(e->segs.md, &hd, p.x->pl->name);
         reply = passive_run(&p);
+    }
     tern_handshake_desc_clear(&hd);
     return reply;
 }

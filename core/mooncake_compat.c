@@ -6,9 +6,11 @@
 #include <json-c/json.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "desc.h"
+#include "metadata.h"
 
 /* A Connection request without tern's "transport" key comes from a Mooncake
  * engine, whose handshake is per transport but unnamed: an EFA address says
@@ -48,4 +50,27 @@ void tern_mooncake_handshake_fill(tern_handshake_desc *hd, const tern_seg_transp
         }
         return;
     }
+}
+
+void tern_mooncake_handshake_fill_passive(tern_metadata *md, tern_handshake_desc *hd,
+                                          const char *xname)
+{
+    if (!md || !hd || !hd->fields ||
+        (json_object_object_get_ex((json_object *)hd->fields, "local_lid", NULL) &&
+         json_object_object_get_ex((json_object *)hd->fields, "local_gid", NULL)))
+        return;
+    char seg[320], msg[512];
+    const char *at = strrchr(hd->local_nic_path, '@');
+    if (!at || (size_t)(at - hd->local_nic_path) >= sizeof seg)
+        return;
+    memcpy(seg, hd->local_nic_path, (size_t)(at - hd->local_nic_path));
+    seg[at - hd->local_nic_path] = '\0';
+    char *json = NULL;
+    tern_segment_desc *d = NULL;
+    if (tern_metadata_fetch(md, seg, &json, msg, sizeof msg) == 0 &&
+        tern_segment_desc_decode(json, strlen(json), &d, msg, sizeof msg) == 0)
+        tern_mooncake_handshake_fill(hd, tern_segment_find_transport(d, xname));
+    free(json);
+    if (d)
+        tern_segment_desc_free(d);
 }

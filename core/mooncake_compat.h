@@ -12,5 +12,13 @@ const char *tern_mooncake_infer_transport(const struct tern_handshake_desc *hd);
 struct tern_seg_transport;
 void tern_mooncake_handshake_fill(struct tern_handshake_desc *hd,
                                   const struct tern_seg_transport *st);
+/* The same on the passive side, where no segment of the sender is open:
+ * fetch its descriptor (segment = the host:port of local_nic_path) through
+ * md and fill from the entry of transport xname.  A body that has both
+ * keys is left alone; a failed fetch leaves it too, and the transport then
+ * refuses the body, naming what is missing. */
+struct tern_metadata;
+void tern_mooncake_handshake_fill_passive(struct tern_metadata *md,
+                                          struct tern_handshake_desc *hd, const char *xname);
 
 #endif

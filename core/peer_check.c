@@ -62,9 +62,11 @@ static char *confirm_request(const char *transport, const char *local_nic,
     return s;
 }
 
-/* Ask `server` whether it sent this frame; 0 when it says so. */
-static int confirm_call(tern_engine *e, const char *server, const char *req, char *msg,
-                        size_t msglen)
+/* Ask `server` whether it sent this frame; 0 when it says so.  *denied is
+ * set when it answered that it did not (a tern segment that saw no such
+ * connect), as opposed to not answering the question at all. */
+static int confirm_call(tern_engine *e, const char *server, const char *req, int *denied,
+                        char *msg, size_t msglen)
 {
     char *reply = NULL, why[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;
@@ -92,10 +94,12 @@ static int confirm_call(tern_engine *e, const char *server, const char *req, cha
                        "%s, the segment the Connection names, does not confirm handshakes "
                        "(an older tern or another implementation): refused",
                        server);
-    else if (!yes)
+    else if (!yes) {
+        *denied = 1;
         rc = tern_errf(msg, msglen, TERN_ERR_REFUSED,
                        "%s, the segment the Connection names, did not send it (%s): refused",
                        server, reason ? reason : "no reason given");
+    }
     json_object_put(o);
     return rc;
 }
@@ -116,9 +120,132 @@ static void note_replace(tern_engine *e, tern_xport *x, const tern_handshake_des
                     "the one we had", x->pl->name, hd->local_nic_path);
 }
 
-int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
-                               const char *json, size_t len, char *msg, size_t msglen)
+static int has_device(const tern_xport *x, const char *dev)
 {
+    for (int i = 0; i < x->pl->ndevices; i++)
+        if (strcmp(x->pl->devices[i].name, dev) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- small string sets, under x->conn_lock ---------------------------------- */
+
+#define STRSET_MAX 4096
+
+static int strset_has(const tern_strset *s, const char *k)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], k) == 0)
+            return 1;
+    return 0;
+}
+
+/* When full, the oldest goes: for both sets forgetting is the safe side
+ * (one more WARN line; an endpoint taken for active, so not replaced). */
+static void strset_add(tern_strset *s, const char *k)
+{
+    if (strset_has(s, k))
+        return;
+    char *d = tern_strdup(k);
+    if (!d)
+        return;
+    if (s->n == STRSET_MAX) {
+        free(s->v[0]);
+        memmove(s->v, s->v + 1, (s->n - 1) * sizeof *s->v);
+        s->n--;
+    }
+    char **n = realloc(s->v, (s->n + 1) * sizeof *n);
+    if (!n) {
+        free(d);
+        return;
+    }
+    s->v = n;
+    s->v[s->n++] = d;
+}
+
+static void strset_del(tern_strset *s, const char *k)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], k) == 0) {
+            free(s->v[i]);
+            s->v[i] = s->v[--s->n];
+            return;
+        }
+}
+
+void tern_peer_check_inserted(tern_xport *x, const char *key, int passive)
+{
+    if (passive)
+        strset_add(&x->passive_keys, key);
+    else
+        strset_del(&x->passive_keys, key);
+}
+
+int tern_peer_check_replaceable(tern_xport *x, const char *key)
+{
+    void *ep = NULL;
+    tern_ep_ref *ref = tern_epstore_get(x->eps, key, &ep);
+    if (!ref)
+        return 1;
+    tern_epstore_release(x->eps, ref);
+    return strset_has(&x->passive_keys, key);
+}
+
+/* 1 when an unconfirmed frame for this key would take over our own active
+ * endpoint or a connect of ours in flight. */
+static int takes_over(tern_xport *x, const char *key)
+{
+    int busy = 0;
+    pthread_mutex_lock(&x->conn_lock);
+    for (tern_connecting *c = x->connecting; c && !busy; c = c->next)
+        busy = strcmp(c->key, key) == 0;
+    busy = busy || !tern_peer_check_replaceable(x, key);
+    pthread_mutex_unlock(&x->conn_lock);
+    return busy;
+}
+
+/* 1 the first time `peer` is seen here. */
+static int first_unconfirmed(tern_xport *x, const char *peer)
+{
+    pthread_mutex_lock(&x->conn_lock);
+    int first = !strset_has(&x->unconfirmed, peer);
+    if (first)
+        strset_add(&x->unconfirmed, peer);
+    pthread_mutex_unlock(&x->conn_lock);
+    return first;
+}
+
+/* handshake_confirm: false and the named segment could not answer (a
+ * Mooncake peer): accept, unless it would take over our own active
+ * endpoint or connect for its key (a passive one, which an earlier
+ * Connection brought up, is replaced: the peer restarted).  See
+ * docs/protocol.md, Accepting unconfirmed Connections. */
+static int accept_unconfirmed(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
+                              const char *server, const char *mydev, const char *why,
+                              char *msg, size_t msglen)
+{
+    char key[400];
+    tern_epstore_key(key, sizeof key, mydev, hd->local_nic_path);
+    if (takes_over(x, key))
+        return tern_errf(msg, msglen, TERN_ERR_REFUSED,
+                         "Connection from %s is unconfirmed (%s) and this engine's own "
+                         "endpoint to it is established or connecting: an unconfirmed "
+                         "Connection never replaces one (handshake_confirm: false)",
+                         hd->local_nic_path, why);
+    if (first_unconfirmed(x, server))
+        tern_log(e->cfg, TERN_LOG_WARN,
+                 "%s: accepting an unconfirmed Connection from %s because handshake_confirm "
+                 "is false (%s); the sender's identity is not verified (docs/protocol.md, "
+                 "Connection confirmation); further ones from %s are not logged",
+                 x->pl->name, hd->local_nic_path, why, server);
+    return 0;
+}
+
+int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handshake_desc *hd,
+                               const char *json, size_t len, int *unconfirmed, char *msg,
+                               size_t msglen)
+{
+    *unconfirmed = 0;
     char server[320], dev[TERN_NAME_MAX], me[320], mydev[TERN_NAME_MAX], host[256];
     uint16_t port = 0;
     if (split_nic(hd->peer_nic_path, me, sizeof me, mydev, sizeof mydev) != 0 ||
@@ -126,6 +253,10 @@ int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handsha
         return tern_errf(msg, msglen, TERN_ERR_REFUSED,
                          "Connection: peer_nic_path \"%s\" does not name this engine (%s@<device>)",
                          hd->peer_nic_path, e->server_name);
+    if (!has_device(x, mydev))
+        return tern_errf(msg, msglen, TERN_ERR_REFUSED,
+                         "Connection: peer_nic_path \"%s\" names no %s device of this engine",
+                         hd->peer_nic_path, x->pl->name);
     if (split_nic(hd->local_nic_path, server, sizeof server, dev, sizeof dev) != 0 ||
         tern_split_host_port(server, host, sizeof host, &port) != 0 || port == 0)
         return tern_errf(msg, msglen, TERN_ERR_REFUSED,
@@ -137,8 +268,16 @@ int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handsha
     char *req = confirm_request(x->pl->name, hd->local_nic_path, hd->peer_nic_path, d);
     if (!req)
         return tern_errf(msg, msglen, TERN_ERR_NOMEM, "out of memory");
-    int rc = confirm_call(e, server, req, msg, msglen);
+    int denied = 0;
+    int rc = confirm_call(e, server, req, &denied, msg, msglen);
     free(req);
+    if (rc && !denied && !e->cfg->handshake_confirm) {
+        char why[TERN_ERRMSG_MAX];
+        tern_strlcpy(why, msg, sizeof why);
+        rc = accept_unconfirmed(e, x, hd, server, mydev, why, msg, msglen);
+        *unconfirmed = rc == 0;
+        return rc;
+    }
     if (rc) {
         tern_log(e->cfg, TERN_LOG_DEBUG, "%s", msg);
         return rc;

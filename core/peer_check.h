@@ -7,7 +7,9 @@
  * with a Probe {"confirm": {...}} carrying the SHA-256 of the frame's JSON,
  * and it answers "confirmed": true only if it has a connect in flight that
  * sent exactly those bytes.  A stranger therefore cannot make us replace an
- * endpoint or point one at an address of its choosing.  See
+ * endpoint or point one at an address of its choosing.  With
+ * handshake_confirm: false a frame whose segment cannot answer (a Mooncake
+ * peer) is accepted all the same, but never over an endpoint we hold.  See
  * docs/protocol.md, "Handshake frames" (Connection confirmation). */
 #ifndef TERN_CORE_PEER_CHECK_H
 #define TERN_CORE_PEER_CHECK_H
@@ -24,10 +26,21 @@ struct tern_handshake_desc;
 #define TERN_PEER_CHECK_TIMEOUT_MS 3000 /* the confirming call, each of connect and I/O */
 
 /* Passive side: 0 when the frame (json, len), decoded as hd, may bring up
- * an endpoint on transport x; else a refusal code with the reason in msg. */
+ * an endpoint on transport x; else a refusal code with the reason in msg.
+ * *unconfirmed is set when it was accepted without confirmation
+ * (handshake_confirm: false): that endpoint must not replace one already
+ * held for its key. */
 int tern_peer_check_connection(struct tern_engine *e, struct tern_xport *x,
                                const struct tern_handshake_desc *hd, const char *json,
-                               size_t len, char *msg, size_t msglen);
+                               size_t len, int *unconfirmed, char *msg, size_t msglen);
+
+/* Either side, under x->conn_lock, after an endpoint was inserted for key:
+ * whether a Connection (passive = 1) or our own connect brought it up.  An
+ * unconfirmed Connection may replace only the former. */
+void tern_peer_check_inserted(struct tern_xport *x, const char *key, int passive);
+/* Under x->conn_lock: 1 when the endpoint held for key came from a
+ * Connection (or none is held), 0 when it is our own active one. */
+int tern_peer_check_replaceable(struct tern_xport *x, const char *key);
 
 /* Active side: remember the digest of the request JSON about to be sent
  * for the connect in flight c, so our daemon can confirm it. */

@@ -59,6 +59,13 @@ int tern_xport_init(tern_xport *x, struct tern_engine *eng, int index, const ter
     return 0;
 }
 
+static void strset_free(tern_strset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+}
+
 void tern_xport_fini(tern_xport *x)
 {
     if (!x->ops)
@@ -68,6 +75,8 @@ void tern_xport_fini(tern_xport *x)
     if (x->topo)
         tern_topology_free(x->topo);
     tern_desc_free(x->blob);
+    strset_free(&x->unconfirmed);
+    strset_free(&x->passive_keys);
     pthread_mutex_destroy(&x->conn_lock);
     pthread_cond_destroy(&x->conn_cond);
 }

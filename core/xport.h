@@ -38,6 +38,12 @@ typedef struct tern_connecting {
 
 #define TERN_GPU_NEAR_MAX 16 /* GPUs per host with a preferred NIC */
 
+/* A bounded set of strings; when full, the oldest is forgotten. */
+typedef struct tern_strset {
+    char **v;
+    size_t n;
+} tern_strset;
+
 typedef struct tern_xport {
     struct tern_engine *eng;      /* the endpoint code reads cfg, auth, name */
     int index;                    /* in the engine's preference order */
@@ -50,6 +56,12 @@ typedef struct tern_xport {
     pthread_mutex_t conn_lock;    /* `connecting` */
     pthread_cond_t conn_cond;
     tern_connecting *connecting;
+    /* under conn_lock, kept by peer_check.c (handshake_confirm: false):
+     * peers ("host:port") whose unconfirmed Connection was logged, and the
+     * endpoint keys whose current endpoint a Connection brought up; freed
+     * by tern_xport_fini */
+    tern_strset unconfirmed;
+    tern_strset passive_keys;
     /* device health: a device marked down comes back for a trial after its
      * hold time (doubling on each new failure, see tern_xport_device_*) */
     _Atomic uint64_t up_at_ms[TERN_MAX_DEVICES];

@@ -8,10 +8,21 @@
  *    in T with zero bytes in X (efa over libfabric's tcp provider, and the
  *    tcp transport; with and without auth_secret_file, where the frame is
  *    sent with the shared secret: the third engine's owner knows it).
+ *    The same holds with handshake_confirm: false, where a segment that
+ *    answers "I did not send it" still refuses the frame.
+ *  - unconfirmed Connections (handshake_confirm: false, the opt-in for
+ *    Mooncake peers): a frame whose named segment cannot confirm (a daemon
+ *    that answers probes without "confirmed", as Mooncake's does not know
+ *    them) is refused by default and accepted with the opt-in; one naming
+ *    another engine, a device we lack, or a malformed sender is refused,
+ *    and so is one that a tern segment says it did not send; our own
+ *    active endpoint is never replaced by one (a passive one is: the
+ *    sender reconnecting).
  *  - request flood: 200 parallel 400 KB Connection frames while I fetches
  *    T's metadata; the fetches keep working and T's RSS comes back. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <json-c/json.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -35,6 +46,7 @@ typedef struct hc_env {
     const char *transport; /* "efa" (provider tcp on lo) or "tcp" */
     char secret_path[64];  /* "" without auth */
     tern_auth *auth;
+    int no_confirm;        /* handshake_confirm: false */
 } hc_env;
 
 static void env_auth(hc_env *v)
@@ -50,12 +62,15 @@ static void env_auth(hc_env *v)
 
 static tern_engine *engine_new(const hc_env *v)
 {
-    char yaml[1024], err[2048] = "", auth[128] = "";
+    char yaml[1024], err[2048] = "", auth[160] = "";
     if (v->secret_path[0])
         snprintf(auth, sizeof auth, "auth_secret_file: %s\n", v->secret_path);
+    if (v->no_confirm)
+        strcat(auth, "handshake_confirm: false\n");
     snprintf(yaml, sizeof yaml,
              "server_name: 127.0.0.1:0\nmetadata: p2p\nslice_size: 64K\nretries: 1\n"
-             "io_timeout_ms: 3000\nlog_level: error\n%stransports:\n%s", auth,
+             "io_timeout_ms: 3000\nlog_level: %s\n%stransports:\n%s",
+             v->no_confirm ? "warn" : "error", auth,
              strcmp(v->transport, "efa") == 0 ? "  - name: efa\n    provider: tcp\n"
                                                 "    iface: lo\n"
                                               : "  - name: tcp\n");
@@ -263,6 +278,113 @@ Test(hostile_control, hijack_tcp_refused_with_auth)
     hc_env v = {.transport = "tcp"};
     env_auth(&v);
     hijack(&v);
+}
+
+Test(hostile_control, hijack_efa_refused_without_confirmation)
+{
+    hc_env v = {.transport = "efa", .no_confirm = 1};
+    hijack(&v);
+}
+
+/* ---- unconfirmed Connections (handshake_confirm: false) ----------------------- */
+
+static int probe_blind(void *arg, int type, const char *json, size_t len, char **reply,
+                       size_t *replylen)
+{
+    (void)arg, (void)type, (void)json, (void)len; /* knows no "confirm" */
+    *reply = strdup("{\"ok\":true,\"name\":\"not-tern\"}");
+    *replylen = strlen(*reply);
+    return 0;
+}
+
+/* How many lines of the redirected stderr contain `what`. */
+static int stderr_count(const char *what)
+{
+    fflush(stderr);
+    FILE *f = cr_get_redirected_stderr();
+    char line[4096];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, what) != NULL;
+    return n;
+}
+
+Test(hostile_control, unconfirmed_connection_only_with_opt_in, .init = cr_redirect_stderr)
+{
+    hc_env dflt = {.transport = "efa"}, open = {.transport = "efa", .no_confirm = 1};
+    tern_engine *i = engine_new(&dflt), *j = engine_new(&open), *t = engine_new(&dflt),
+                *x = engine_new(&dflt);
+    uint8_t *xb = local_buf(x, 1 << 20), *tb = local_buf(t, 1 << 20);
+    uint8_t *src = local_buf(j, 1 << 20), *dst = local_buf(j, 1 << 20);
+    (void)local_buf(i, 1 << 20);
+    fake f = {.v = &dflt};
+    learn_addr(&dflt, x, xb, t, &f);
+    const char *dev = strrchr(f.nic, '@') + 1;
+
+    /* the sender named in local_nic_path: a daemon that cannot confirm */
+    char err[512];
+    tern_hs_server *blind;
+    tern_hs_options o = {.bind_host = "127.0.0.1", .handler = probe_blind};
+    cr_assert_eq(tern_hs_server_start(&o, &blind, err, sizeof err), 0, "%s", err);
+    char bnic[400], inic[400], jnic[400], jbad[400], other[400], why[1024];
+    snprintf(bnic, sizeof bnic, "127.0.0.1:%u@%s", tern_hs_server_port(blind), dev);
+    snprintf(inic, sizeof inic, "%s@%s", tern_engine_server_name(i), dev);
+    snprintf(jnic, sizeof jnic, "%s@%s", tern_engine_server_name(j), dev);
+    snprintf(jbad, sizeof jbad, "%s@no-such-dev", tern_engine_server_name(j));
+    snprintf(other, sizeof other, "10.1.2.3:4444@%s", dev);
+
+    /* the default: refused, because the sender cannot confirm it */
+    cr_assert_not(forge(&dflt, i, bnic, inic, f.addr_hex, why, sizeof why),
+                  "the default accepted an unconfirmed Connection");
+    cr_log_info("default: %s", why);
+    cr_assert(strstr(why, "does not confirm"), "%s", why);
+
+    /* the opt-in: every other check still refuses */
+    cr_assert_not(forge(&open, j, bnic, other, f.addr_hex, why, sizeof why),
+                  "accepted a Connection naming %s as its peer", other);
+    cr_assert(strstr(why, "does not name this engine"), "%s", why);
+    cr_assert_not(forge(&open, j, bnic, jbad, f.addr_hex, why, sizeof why),
+                  "accepted a Connection naming a device this engine lacks");
+    cr_assert(strstr(why, "no efa device"), "%s", why);
+    cr_assert_not(forge(&open, j, "no-port@x", jnic, f.addr_hex, why, sizeof why),
+                  "accepted a Connection from \"no-port@x\"");
+    cr_assert(strstr(why, "local_nic_path"), "%s", why);
+    /* ... and a tern segment that answers "not sent by me" is believed */
+    cr_assert_not(forge(&open, j, inic, jnic, f.addr_hex, why, sizeof why),
+                  "accepted a Connection that %s says it did not send", inic);
+    cr_assert(strstr(why, "did not send it"), "%s", why);
+
+    /* the opt-in: a well-formed one is accepted; the same sender again (a
+     * restarted Mooncake initiator) replaces the passive endpoint it had */
+    int took = forge(&open, j, bnic, jnic, f.addr_hex, why, sizeof why);
+    cr_assert(took, "handshake_confirm: false refused a well-formed Connection: %s", why);
+    took = forge(&open, j, bnic, jnic, f.addr_hex, why, sizeof why);
+    cr_assert(took, "the sender could not reconnect over its passive endpoint: %s", why);
+    char warned[500]; /* logged once for the sender, not once per frame */
+    snprintf(warned, sizeof warned, "accepting an unconfirmed Connection from %s ", bnic);
+    int nwarn = stderr_count(warned);
+    cr_assert_eq(nwarn, 1, "%d WARN lines for two frames from %s", nwarn, bnic);
+
+    /* an established active endpoint: j moves data to t, then t's daemon
+     * goes away (so nothing can confirm or deny) and a frame claims to be t */
+    tern_segment_id seg = tern_segment_open(j, tern_engine_server_name(t));
+    cr_assert_geq(seg, 0, "%s", tern_engine_last_error(j));
+    fill(src, 1 << 20, 5);
+    write_read_back(j, seg, src, dst, (uint64_t)(uintptr_t)tb, 1 << 20, "before t goes away");
+    char tnic[400];
+    snprintf(tnic, sizeof tnic, "%s@%s", tern_engine_server_name(t), dev);
+    tern_engine_destroy(t);
+    took = forge(&open, j, tnic, jnic, f.addr_hex, why, sizeof why);
+    cr_log_info("as t, after it went away: %s", took ? "ACCEPTED" : why);
+    cr_assert_not(took, "an unconfirmed Connection replaced our active endpoint to %s", tnic);
+    cr_assert(strstr(why, "never replaces"), "%s", why);
+    cr_assert_eq(nonzero(xb, 1 << 20), 0, "bytes reached the third engine");
+
+    tern_segment_close(j, seg);
+    tern_hs_server_stop(blind);
+    tern_engine_destroy(i);
+    tern_engine_destroy(j);
+    tern_engine_destroy(x);
 }
 
 /* ---- request flood ------------------------------------------------------------- */

@@ -112,6 +112,19 @@ const cfg_key cfg_keys[] = {
              "authentication, and the wire is exactly the unauthenticated protocol."},
      .what = "the path of a file", .flags = CFGK_NULLABLE, .off = F(auth_secret_file),
      .doc_type = "path"},
+    {.opt = {"handshake_confirm", TERN_OPT_BOOL, 0, 0, NULL, "true",
+             "`true`: a Connection frame brings up a passive endpoint only after the segment "
+             "it names confirms it sent it (docs/protocol.md, Connection confirmation).  "
+             "`false` (for clusters with Mooncake Transfer Engine peers, which cannot "
+             "confirm): a frame whose named segment cannot confirm is accepted, with a WARN "
+             "once per peer; every other check stays, a segment that answers \"not sent by "
+             "me\" is still refused, and an endpoint this engine brought up itself is never "
+             "replaced.  "
+             "Anyone who can reach the handshake port can then open an endpoint to this "
+             "engine's registered memory under a name of its choosing: use it only where "
+             "every host that reaches the handshake port is trusted (docs/configuration.md, "
+             "Mixing tern and Mooncake engines)."},
+     .off = F(handshake_confirm)},
 };
 const size_t cfg_nkeys = sizeof cfg_keys / sizeof cfg_keys[0];
 
