@@ -246,7 +246,7 @@ Test(tcp_pool, endpoints_add_no_thread_and_one_socket_each)
 Test(tcp_pool, a_deep_queue_opens_connections_and_idle_ones_close)
 {
     enum { N = 64, LEN = 1 << 20 };
-    inst *tg = inst_new(NULL), *in = inst_new("connections", "3", "idle_close_ms", "300", NULL);
+    inst *tg = inst_new(NULL), *in = inst_new("connections", "3", "idle_close_ms", "1500", NULL);
     uint8_t *dst = calloc(N, LEN), *src = malloc((size_t)N * LEN);
     void *mr;
     tern_mr_keys k;
@@ -287,7 +287,7 @@ Test(tcp_pool, a_deep_queue_opens_connections_and_idle_ones_close)
     cr_assert_leq(fd_busy - fd_one, 2 * 2, "more than `connections` (3) connections were open");
     /* unused for idle_close_ms: back to one connection (both sides' sockets) */
     int fd_now = fd_busy;
-    for (int i = 0; i < 50 && fd_now > fd_one; i++) {
+    for (int i = 0; i < 150 && fd_now > fd_one; i++) {
         usleep(100000);
         fd_now = count_dir("/proc/self/fd");
     }
