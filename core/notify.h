@@ -9,7 +9,6 @@
 
 #include "engine_state.h"
 
-#define TERN_NOTIFY_QUEUE 1024
 
 struct tern_notes *tern_notes_create(void);
 void tern_notes_free(struct tern_notes *q);
