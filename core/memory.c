@@ -5,6 +5,7 @@
  * backend. */
 #include "memory.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,7 @@ static int build_buffers(const tern_memory *e, tern_segment_desc *d)
         const tern_membuf *m = &e->bufs[i];
         tern_buffer_desc *b = &d->buffers[i];
         tern_strlcpy(b->location, m->location, sizeof b->location);
+        tern_strlcpy(b->app_name, m->name, sizeof b->app_name);
         b->addr = m->addr;
         b->length = m->len;
         b->keys = calloc(e->nxports, sizeof *b->keys);
@@ -254,11 +256,17 @@ static void bufs_remove(tern_memory *e, size_t i)
     e->nbufs--;
 }
 
-static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
+/* Insert m (ranges checked, transports registered); no publish. */
+static int insert_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
 {
     int rc = check_new_range(e, m->addr, m->len, err, errlen);
     if (rc)
         return rc;
+    for (size_t i = 0; m->name[0] && i < e->nbufs; i++)
+        if (strcmp(e->bufs[i].name, m->name) == 0)
+            return tern_errf(err, errlen, TERN_ERR_EXISTS,
+                             "register: the name \"%s\" is already registered at 0x%llx",
+                             m->name, (unsigned long long)e->bufs[i].addr);
     if (e->nbufs >= TERN_DESC_MAX_BUFFERS)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register: already %d buffers registered",
                          TERN_DESC_MAX_BUFFERS);
@@ -268,62 +276,170 @@ static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t err
         mr_release(e, m, e->nxports);
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
     }
-    char msg[1024] = "";
-    rc = publish_locked(e, msg, sizeof msg);
-    if (rc) { /* keep registration and descriptor in step */
-        bufs_remove(e, upper_bound(e, m->addr) - 1);
-        mr_release(e, m, e->nxports);
-        return tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
+    return 0;
+}
+
+/* Remove the buffer at a, releasing its transport registrations. */
+static void remove_at_locked(tern_memory *e, uint64_t a)
+{
+    size_t i = upper_bound(e, a);
+    if (i == 0 || e->bufs[i - 1].addr != a)
+        return;
+    tern_membuf m = e->bufs[i - 1];
+    bufs_remove(e, i - 1);
+    mr_release(e, &m, e->nxports);
+}
+
+/* A name peers can look up: short, printable, no quoting surprises. */
+static int check_name(const char *name, char *err, size_t errlen)
+{
+    size_t n = strlen(name);
+    if (n >= TERN_BUFFER_NAME_MAX)
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "register: name of %zu bytes, at most %d", n, TERN_BUFFER_NAME_MAX - 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (!isalnum(c) && !strchr("._/:-", c))
+            return tern_errf(err, errlen, TERN_ERR_INVAL,
+                             "register: name \"%s\": byte %zu (0x%02x) is not one of "
+                             "[A-Za-z0-9._/:-]", name, i, c);
     }
     return 0;
 }
 
-int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *location,
-                         char *err, size_t errlen)
+/* Only host memory exists so far: "cpu:N", or "*" / "" to detect it. */
+static int check_location(const char *loc, char *err, size_t errlen)
 {
-    if (!addr || !len)
+    if (!loc || !*loc || strcmp(loc, "*") == 0)
+        return 0;
+    const char *p = loc + 4;
+    if (strncmp(loc, "cpu:", 4) == 0 && *p) {
+        while (isdigit((unsigned char)*p))
+            p++;
+        if (!*p && strlen(loc) < TERN_LOCATION_MAX)
+            return 0;
+    }
+    return tern_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
+                     "register: location \"%s\" is not memory this engine can use: only host "
+                     "memory (\"cpu:N\", or \"*\" / NULL to detect its NUMA node) is supported; "
+                     "device memory (cuda:, gpu:, ...) is not", loc);
+}
+
+static int fill_membuf(const tern_memory_region *r, tern_membuf *m, char *err, size_t errlen)
+{
+    if (!r->addr || !r->length)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register: %s",
-                         !addr ? "address is NULL" : "length is 0");
-    uint64_t a = (uintptr_t)addr;
-    if (len > UINT64_MAX - a)
+                         !r->addr ? "address is NULL" : "length is 0");
+    uint64_t a = (uintptr_t)r->addr;
+    if (r->length > UINT64_MAX - a)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register: 0x%llx + %zu overflows",
-                         (unsigned long long)a, len);
+                         (unsigned long long)a, r->length);
+    int rc = check_location(r->location, err, errlen);
+    if (!rc && r->name)
+        rc = check_name(r->name, err, errlen);
+    if (rc)
+        return rc;
+    memset(m, 0, sizeof *m);
+    m->addr = a;
+    m->len = r->length;
+    if (r->name)
+        tern_strlcpy(m->name, r->name, sizeof m->name);
+    if (r->location && *r->location && strcmp(r->location, "*") != 0)
+        tern_strlcpy(m->location, r->location, sizeof m->location);
+    else
+        tern_memory_location(r->addr, m->location, sizeof m->location);
+    return 0;
+}
+
+int tern_memory_register_many(tern_memory *e, const tern_memory_region *r, size_t n,
+                              char *err, size_t errlen)
+{
+    if (!r || !n)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register: %s",
+                         !r ? "regions is NULL" : "no regions");
     tern_membuf *m = calloc(1, sizeof *m);
     if (!m)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
-    m->addr = a;
-    m->len = len;
-    if (location && *location && strcmp(location, "*") != 0)
-        tern_strlcpy(m->location, location, sizeof m->location);
-    else
-        tern_memory_location(addr, m->location, sizeof m->location);
+    char msg[1024] = "";
+    int rc = 0;
+    size_t done = 0;
     pthread_rwlock_wrlock(&e->lock);
-    int rc = register_locked(e, m, err, errlen);
+    for (; done < n && rc == 0; done++) {
+        rc = fill_membuf(&r[done], m, msg, sizeof msg);
+        if (!rc)
+            rc = insert_locked(e, m, msg, sizeof msg);
+    }
+    if (rc) {
+        done--; /* region `done` failed: undo those before it */
+        if (n > 1)
+            tern_errf(err, errlen, rc, "region %zu of %zu: %s", done, n, msg);
+        else
+            tern_errf(err, errlen, rc, "%s", msg);
+    } else if ((rc = publish_locked(e, msg, sizeof msg)) != 0) {
+        tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
+    }
+    if (rc) /* keep registration and descriptor in step */
+        for (size_t i = 0; i < done; i++)
+            remove_at_locked(e, (uintptr_t)r[i].addr);
     pthread_rwlock_unlock(&e->lock);
     free(m);
     return rc;
 }
 
+int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *location,
+                         char *err, size_t errlen)
+{
+    tern_memory_region r = {addr, len, location, NULL};
+    return tern_memory_register_many(e, &r, 1, err, errlen);
+}
+
+int tern_memory_unregister_many(tern_memory *e, void *const *addrs, size_t n, char *err,
+                                size_t errlen)
+{
+    if (!addrs || !n)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "unregister: no addresses");
+    int rc = 0;
+    size_t removed = 0;
+    pthread_rwlock_wrlock(&e->lock);
+    for (size_t k = 0; k < n && !rc; k++) {
+        uint64_t a = (uintptr_t)addrs[k];
+        size_t i = upper_bound(e, a);
+        if (i == 0 || e->bufs[i - 1].addr != a) {
+            rc = tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                           "unregister: no buffer registered at %p%s", addrs[k],
+                           n > 1 ? " (the addresses before it were unregistered)" : "");
+            break;
+        }
+        remove_at_locked(e, a);
+        removed++;
+    }
+    char msg[1024] = "";
+    int prc = removed ? publish_locked(e, msg, sizeof msg) : 0;
+    pthread_rwlock_unlock(&e->lock);
+    if (prc && !rc)
+        return tern_errf(err, errlen, prc, "unregister: publishing the descriptor failed: %s",
+                         msg);
+    return rc;
+}
+
 int tern_memory_unregister(tern_memory *e, void *addr, char *err, size_t errlen)
 {
-    uint64_t a = (uintptr_t)addr;
-    pthread_rwlock_wrlock(&e->lock);
-    size_t i = upper_bound(e, a);
-    if (i == 0 || e->bufs[i - 1].addr != a) {
-        pthread_rwlock_unlock(&e->lock);
-        return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
-                         "unregister: no buffer registered at %p", addr);
+    return tern_memory_unregister_many(e, &addr, 1, err, errlen);
+}
+
+size_t tern_memory_list(tern_memory *e, tern_buffer_info *out, size_t max)
+{
+    pthread_rwlock_rdlock(&e->lock);
+    size_t n = e->nbufs;
+    for (size_t i = 0; i < n && i < max; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        tern_strlcpy(out[i].name, e->bufs[i].name, sizeof out[i].name);
+        tern_strlcpy(out[i].location, e->bufs[i].location, sizeof out[i].location);
+        out[i].addr = e->bufs[i].addr;
+        out[i].length = e->bufs[i].len;
     }
-    tern_membuf m = e->bufs[i - 1];
-    bufs_remove(e, i - 1);
-    mr_release(e, &m, e->nxports);
-    char msg[1024] = "";
-    int rc = publish_locked(e, msg, sizeof msg);
     pthread_rwlock_unlock(&e->lock);
-    if (rc)
-        return tern_errf(err, errlen, rc, "unregister: publishing the descriptor failed: %s",
-                         msg);
-    return 0;
+    return n;
 }
 
 void tern_memory_init(tern_memory *m)

@@ -4,6 +4,7 @@
 # (the same sources with coverage instrumentation).
 set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/auth.c
+  ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
   ${CMAKE_CURRENT_LIST_DIR}/engine.c
   ${CMAKE_CURRENT_LIST_DIR}/engine_endpoint.c
