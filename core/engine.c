@@ -42,7 +42,7 @@ static tern_engine *engine_alloc(void)
     }
     tern_memory_init(&e->mem);
     tern_segments_init(&e->segs);
-    e->notes = tern_notes_create();
+    e->notes = tern_notes_create(e);
     if (!e->notes) {
         tern_engine_error_fini(e);
         free(e);

@@ -69,9 +69,17 @@ static char *notify_reply(tern_engine *e, const char *json, size_t len, int *rc)
     if (!from || !name || !msg || strlen(msg) > TERN_NOTIFY_MAX) {
         *rc = TERN_ERR_PROTOCOL;
         reply = error_reply("notify: expected {\"from\", \"name\", \"msg\"} strings, msg at "
-                            "most 4096 bytes");
+                            "most 65536 bytes");
+    } else if (tern_notes_push(e->notes, from, name, msg) != 0) {
+        /* refused, never dropped: the sender gets TERN_ERR_BUSY
+         * (docs/protocol.md, Notify) */
+        json_object *busy = json_object_new_object();
+        json_object_object_add(busy, "reply_msg",
+                               json_object_new_string("notification queue full (" 
+                                                      "the receiver reads slower than it is sent to); try again"));
+        json_object_object_add(busy, "busy", json_object_new_boolean(1));
+        reply = json_dup(busy);
     } else {
-        tern_notes_push(e->notes, from, name, msg);
         json_object *ok = json_object_new_object();
         json_object_object_add(ok, "ok", json_object_new_boolean(1));
         reply = json_dup(ok);

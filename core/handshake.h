@@ -28,7 +28,9 @@ enum {
  * stranger's request costs the daemon little (docs/protocol.md). */
 #define TERN_HS_LIMIT_CONNECTION (16u << 10)
 #define TERN_HS_LIMIT_METADATA 4096u
-#define TERN_HS_LIMIT_NOTIFY (32u << 10) /* msg <= 4096 bytes, JSON-escaped */
+/* A Notify request carries msg (<= TERN_NOTIFY_MAX = 64 KiB) JSON-escaped
+ * (at most 6 bytes per byte: \u00XX), name (<= 255, same) and from. */
+#define TERN_HS_LIMIT_NOTIFY (6u * 65536u + 6u * 256u + 2048u)
 #define TERN_HS_LIMIT_PROBE 4096u
 #define TERN_HS_LIMIT_AUTH 1024u
 #define TERN_HS_LIMIT_REQUEST TERN_HS_LIMIT_NOTIFY /* the largest of them */

@@ -28,6 +28,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/xport.c
   # the data path, one way: batch -> cut -> route -> dispatch -> complete
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/batch_ctl.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/cut.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/route.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/dispatch.c
