@@ -95,6 +95,18 @@ int tern_hs_request_auth(const struct tern_auth *auth, const char *server_name, 
                          uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
                          char *err, size_t errlen);
 
+/* A kept connection (Notify frames only: the daemon keeps a connection
+ * open after answering one, docs/protocol.md, Notify).  open: connect and
+ * prove the secret (auth may be NULL); returns the fd or an error.
+ * request: one frame and its reply on it; on any error the caller closes
+ * the fd (a closed kept connection reads as TERN_ERR_CLOSED). */
+int tern_hs_session_open(const struct tern_auth *auth, const char *server_name,
+                         int connect_timeout_ms, int io_timeout_ms, uint64_t max_frame,
+                         char *err, size_t errlen);
+int tern_hs_session_request(int fd, const char *server_name, int type, const char *json,
+                            size_t len, char **reply, size_t *replylen, uint64_t max_frame,
+                            int io_timeout_ms, char *err, size_t errlen);
+
 /* Split "host:port" / "[v6]:port"; port 0 if missing. */
 int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port);
 

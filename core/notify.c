@@ -18,6 +18,16 @@ typedef struct tern_notification {
     char *msg;
 } tern_notification;
 
+/* A kept control connection to one peer's daemon: sends to a peer reuse
+ * it instead of a connection (and a secret proof) each.  `lock` makes the
+ * sends to one peer take turns on it. */
+typedef struct tern_nsession {
+    char peer[256];
+    int fd;               /* -1: not connected */
+    pthread_mutex_t lock;
+    struct tern_nsession *next;
+} tern_nsession;
+
 typedef struct tern_outmsg {
     char *peer, *name, *msg;
     tern_notes_done_fn done;
@@ -41,6 +51,10 @@ struct tern_notes {
     tern_outmsg *ohead, *otail;
     int sender_running, ostop;
     pthread_t sender;
+    /* kept connections, one per peer sent to */
+    pthread_mutex_t slock;
+    tern_nsession *sessions;
+    _Atomic uint64_t connects; /* connections opened for sends */
 };
 
 struct tern_notes *tern_notes_create(tern_engine *e)
@@ -62,6 +76,7 @@ struct tern_notes *tern_notes_create(tern_engine *e)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&q->olock, NULL);
     pthread_cond_init(&q->ocond, NULL);
+    pthread_mutex_init(&q->slock, NULL);
     return q;
 }
 
@@ -91,6 +106,14 @@ void tern_notes_free(struct tern_notes *q)
     }
     for (size_t i = 0; i < q->count; i++)
         free(q->ring[(q->head + i) % TERN_NOTIFY_QUEUE].msg);
+    for (tern_nsession *s = q->sessions, *n; s; s = n) {
+        n = s->next;
+        if (s->fd >= 0)
+            close(s->fd);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+    }
+    pthread_mutex_destroy(&q->slock);
     close(q->efd);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->cond);
@@ -245,21 +268,73 @@ static int parse_reply(const char *reply, const char *peer, char *err, size_t er
     return rc;
 }
 
+static tern_nsession *session_get(struct tern_notes *q, const char *peer)
+{
+    pthread_mutex_lock(&q->slock);
+    tern_nsession *s = q->sessions;
+    while (s && strcmp(s->peer, peer) != 0)
+        s = s->next;
+    if (!s && (s = calloc(1, sizeof *s)) != NULL) {
+        tern_strlcpy(s->peer, peer, sizeof s->peer);
+        s->fd = -1;
+        pthread_mutex_init(&s->lock, NULL);
+        s->next = q->sessions;
+        q->sessions = s;
+    }
+    pthread_mutex_unlock(&q->slock);
+    return s;
+}
+
+/* One Notify frame on the peer's kept connection (session lock held).  A
+ * kept connection the daemon closed while idle (it keeps one for its
+ * io_timeout) reads as CLOSED/IO: the daemon never read that request, so
+ * it is sent once more on a new connection. */
+static int session_send(struct tern_notes *q, tern_nsession *s, const char *txt, char **reply,
+                        char *err, size_t errlen)
+{
+    tern_engine *e = q->e;
+    const tern_config *c = e->cfg;
+    for (int attempt = 0;; attempt++) {
+        int reused = s->fd >= 0;
+        if (!reused) {
+            s->fd = tern_hs_session_open(e->auth, s->peer, c->connect_timeout_ms,
+                                         c->io_timeout_ms, c->handshake_max_frame, err, errlen);
+            if (s->fd < 0) {
+                int rc = s->fd;
+                s->fd = -1;
+                return rc;
+            }
+            atomic_fetch_add(&q->connects, 1);
+        }
+        size_t rlen = 0;
+        int rc = tern_hs_session_request(s->fd, s->peer, TERN_HS_NOTIFY, txt, strlen(txt), reply,
+                                         &rlen, c->handshake_max_frame, c->io_timeout_ms, err,
+                                         errlen);
+        if (rc == 0)
+            return 0;
+        close(s->fd);
+        s->fd = -1;
+        if (!reused || attempt > 0 || (rc != TERN_ERR_CLOSED && rc != TERN_ERR_IO))
+            return rc;
+    }
+}
+
 int tern_notes_deliver(struct tern_notes *q, const char *peer, const char *name,
                        const char *msg, char *err, size_t errlen)
 {
     tern_engine *e = q->e;
+    tern_nsession *s = session_get(q, peer);
+    if (!s)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "notify: out of memory");
     json_object *o = json_object_new_object();
     json_object_object_add(o, "from", json_object_new_string(e->server_name));
     json_object_object_add(o, "name", json_object_new_string(name));
     json_object_object_add(o, "msg", json_object_new_string(msg));
     const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     char *reply = NULL;
-    size_t rlen = 0;
-    int rc = tern_hs_request_auth(e->auth, peer, TERN_HS_NOTIFY, txt, strlen(txt), &reply,
-                                  &rlen, e->cfg->handshake_max_frame,
-                                  e->cfg->connect_timeout_ms, e->cfg->io_timeout_ms, err,
-                                  errlen);
+    pthread_mutex_lock(&s->lock);
+    int rc = session_send(q, s, txt, &reply, err, errlen);
+    pthread_mutex_unlock(&s->lock);
     json_object_put(o);
     if (rc == 0)
         rc = parse_reply(reply, peer, err, errlen);
@@ -267,6 +342,8 @@ int tern_notes_deliver(struct tern_notes *q, const char *peer, const char *name,
     atomic_fetch_add(rc ? &q->send_failed : &q->sent, 1);
     return rc;
 }
+
+uint64_t tern_notes_connects(struct tern_notes *q) { return atomic_load(&q->connects); }
 
 static int check_args(tern_engine *e, const char *name, const char *msg)
 {

@@ -30,6 +30,9 @@ uint64_t tern_notes_dropped(struct tern_notes *q);
 int tern_notes_deliver(struct tern_notes *q, const char *peer, const char *name,
                        const char *msg, char *err, size_t errlen);
 
+/* Connections opened for sends so far (one per peer while kept). */
+uint64_t tern_notes_connects(struct tern_notes *q);
+
 /* Called by the sender thread with the outcome of an outbox entry. */
 typedef void (*tern_notes_done_fn)(void *arg, size_t note, int rc, const char *why);
 /* Queue a send for the sender thread; done(arg, note, rc, why) is called
