@@ -403,3 +403,63 @@ Test(api, notification_rides_on_a_batch_after_its_data)
     cr_assert_eq(tern_batch_free(b), 0);
     pair_down(&p);
 }
+
+/* ---- configuration: a misspelled transport ---------------------------------------- */
+
+Test(api, misspelled_transport_is_an_error_with_did_you_mean)
+{
+    char err[2048] = "";
+    tern_engine *e = tern_engine_create_from_yaml("server_name: 127.0.0.1:0\nmetadata: p2p\n"
+                                                  "transports:\n  - name: tpc\n  - name: tcp\n",
+                                                  "typo.yaml", err, sizeof err);
+    cr_assert_null(e, "a misspelled transport must not run on the next one");
+    cr_assert(strstr(err, "did you mean 'tcp'?"), "%s", err);
+    cr_assert(strstr(err, "optional: true"), "%s", err);
+    e = tern_engine_create_from_yaml("server_name: 127.0.0.1:0\nmetadata: p2p\n"
+                                     "transports:\n  - name: tpc\n    optional: true\n"
+                                     "  - name: tcp\nlog_level: error\n",
+                                     "optional.yaml", err, sizeof err);
+    cr_assert_not_null(e, "optional: true skips a missing plugin: %s", err);
+    tern_engine_destroy(e);
+    e = tern_engine_create_from_yaml("server_name: 127.0.0.1:0\nmetadata: p2p\n"
+                                     "transports:\n  - name: tcp\n    optional: maybe\n",
+                                     "bad.yaml", err, sizeof err);
+    cr_assert_null(e);
+    cr_assert(strstr(err, "optional"), "%s", err);
+}
+
+/* Sends over the kept connection prove the shared secret once and go on
+ * working for every later frame. */
+Test(api, notifications_with_a_shared_secret_on_a_kept_connection)
+{
+    char path[] = "/tmp/tern-api-secret-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "0123456789abcdef0123456789abcdef", 32), 32);
+    close(fd);
+    char yaml[512], err[1024] = "";
+    snprintf(yaml, sizeof yaml, "%sauth_secret_file: %s\n", yaml_tcp, path);
+    tern_engine *a = tern_engine_create_from_yaml(yaml, "a", err, sizeof err);
+    cr_assert_not_null(a, "%s", err);
+    tern_engine *b = tern_engine_create_from_yaml(yaml, "b", err, sizeof err);
+    cr_assert_not_null(b, "%s", err);
+    tern_segment_id s = tern_segment_open(a, tern_engine_server_name(b));
+    cr_assert_geq(s, 0, "%s", tern_engine_last_error(a));
+    for (int i = 0; i < 20; i++) {
+        char m[16];
+        snprintf(m, sizeof m, "%d", i);
+        cr_assert_eq(tern_notify_send(a, s, "n", m), 0, "%d: %s", i, tern_engine_last_error(a));
+    }
+    for (int i = 0; i < 20; i++) {
+        char m[16];
+        cr_assert_eq(tern_notify_recv_wait(b, NULL, 0, NULL, 0, m, sizeof m, 10000), 1);
+        cr_assert_eq(atoi(m), i, "in order");
+    }
+    tern_notify_stats st;
+    tern_notify_stats_get(b, &st);
+    cr_assert_eq(st.received, 20);
+    cr_assert_eq(st.delivered, 20);
+    tern_engine_destroy(a);
+    tern_engine_destroy(b);
+    unlink(path);
+}
