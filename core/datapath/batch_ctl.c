@@ -172,13 +172,9 @@ void tern_batch_note_req_locked(tern_batch *b, size_t idx)
     if (--nt->left)
         return;
     /* Every byte is in: hand it to the sender thread (never sent from here). */
-    tern_segment *s = tern_segments_get(&b->e->segs, nt->seg);
-    int rc = s ? tern_notes_post(b->e->notes, s->name, nt->name, nt->msg, note_done, b,
-                                 (size_t)ni)
-               : TERN_ERR_CLOSED;
+    int rc = tern_notes_post(b->e->notes, nt->peer, nt->name, nt->msg, note_done, b, (size_t)ni);
     if (rc)
-        note_fail_locked(b, nt, rc, s ? "not sent: the sender could not take it"
-                                      : "not sent: the segment was closed");
+        note_fail_locked(b, nt, rc, "not sent: the sender could not take it");
     else
         nt->state = 2;
 }
@@ -192,7 +188,14 @@ TERN_EXPORT int tern_batch_submit_with_notify(tern_batch *b, const tern_request 
     tern_engine *e = b->e;
     if (!n || !reqs)
         return tern_engine_fail(e, TERN_ERR_INVAL, "batch_submit_with_notify: no requests");
-    if (!tern_segments_get(&e->segs, seg))
+    tern_segment *sg = tern_segments_get(&e->segs, seg);
+    char peer[sizeof sg->name];
+    if (sg) {
+        pthread_rwlock_rdlock(&sg->lock);
+        tern_strlcpy(peer, sg->name, sizeof peer);
+        pthread_rwlock_unlock(&sg->lock);
+    }
+    if (!sg)
         return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
                                 "batch_submit_with_notify: no open segment %d", (int)seg);
     if (!name || !msg || strlen(name) > 255 || strlen(msg) > TERN_NOTIFY_MAX)
@@ -222,6 +225,7 @@ TERN_EXPORT int tern_batch_submit_with_notify(tern_batch *b, const tern_request 
     nt->first = b->n;
     nt->count = nt->left = n;
     nt->seg = seg;
+    tern_strlcpy(nt->peer, peer, sizeof nt->peer);
     nt->name = nm;
     nt->msg = ms;
     nt->state = 1;

@@ -32,6 +32,8 @@ typedef struct tern_req {
 typedef struct tern_bnote {
     size_t first, count, left; /* left: requests not yet COMPLETED */
     tern_segment_id seg;
+    char peer[256];        /* the segment's name, resolved at submit: the
+                              completion path takes no segment lock */
     char *name, *msg;
     int state;             /* 1 waiting for the requests, 2 being sent, 0 sent,
                               < 0 failed (the tern_err) */

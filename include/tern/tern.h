@@ -6,8 +6,11 @@
  * by name and move bytes with batches of READ/WRITE requests.
  *
  * Threading: every function is safe to call from any thread, except that a
- * given batch must not be submitted to, waited on or freed from two threads
- * at once.  Errors: negative tern_err codes; tern_engine_last_error() holds
+ * given batch must not be submitted to, waited on, reset or freed from two
+ * threads at once (tern_batch_state, _fd, _inflight, _cancel and
+ * _notify_error may run beside those).  No callback runs on an
+ * application thread: completions and notifications are observed through
+ * the wait calls or the eventfds (docs/api.md).  Errors: negative tern_err codes; tern_engine_last_error() holds
  * the message for the calling thread's last failure on that engine.
  */
 #ifndef TERN_TERN_H
