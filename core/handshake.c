@@ -1013,7 +1013,7 @@ int tern_hs_session_open(const tern_auth *auth, const char *server_name,
         close(fd);
         return rc;
     }
-    return fd;
+    return fd; /* TCP_NODELAY already (connect_one) */
 }
 
 int tern_hs_session_request(int fd, const char *server_name, int type, const char *json,
