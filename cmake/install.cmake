@@ -8,6 +8,17 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern
         FILES_MATCHING PATTERN "*.yaml")
 
+# Documentation and example sources: <prefix>/share/doc/tern (docs/*.md and
+# README.md), <prefix>/share/tern/examples (examples/, installed from
+# examples/CMakeLists.txt) and <prefix>/share/tern/plugins/memcpy (the
+# example transport, built out of tree by tests/test_install.sh).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
+        FILES_MATCHING PATTERN "*.md")
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/plugins/memcpy/
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tern/plugins/memcpy
+        FILES_MATCHING PATTERN "*.c" PATTERN "*.h" PATTERN "*.md")
+
 # pkg-config: <prefix>/<libdir>/pkgconfig/tern.pc
 set(_tern_pc_in ${PROJECT_SOURCE_DIR}/tern.pc.in)
 set(_tern_pc_tmp ${CMAKE_BINARY_DIR}/pkgconfig/tern.pc)

@@ -26,6 +26,7 @@ typedef struct tern_transport_cfg {
     char *name;
     char *path;         /* explicit .so path or NULL */
     int required;       /* 0/1 */
+    int optional;       /* 0/1: a missing plugin is skipped, not an error */
     int line, col;      /* position of the entry */
     tern_cfg_kv *kv;
     size_t nkv;

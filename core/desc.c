@@ -317,6 +317,8 @@ static json_object *buffer_json(const tern_buffer_desc *b, const char *first)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "name", json_object_new_string(b->location));
+    if (b->app_name[0])
+        json_object_object_add(o, "app_name", json_object_new_string(b->app_name));
     json_object_object_add(o, "addr", json_object_new_uint64(b->addr));
     json_object_object_add(o, "length", json_object_new_uint64(b->length));
     const tern_buffer_keys *k0 = first ? tern_buffer_find_keys(b, first) : NULL;
@@ -475,6 +477,8 @@ static int decode_buffer(json_object *o, const char *path, const char *protocol,
     if (!json_object_is_type(o, json_type_object))
         return bad(err, errlen, path, "an object", o);
     int rc = get_str(o, path, "name", 1, b->location, sizeof b->location, err, errlen);
+    if (!rc)
+        rc = get_str(o, path, "app_name", 0, b->app_name, sizeof b->app_name, err, errlen);
     if (!rc)
         rc = get_uint(o, path, "addr", UINT64_MAX, 1, &b->addr, err, errlen);
     if (!rc)

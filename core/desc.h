@@ -54,6 +54,7 @@ typedef struct tern_buffer_keys {
 
 typedef struct tern_buffer_desc {
     char location[TERN_LOCATION_MAX];  /* JSON key "name" */
+    char app_name[128];                /* JSON key "app_name" (optional) */
     uint64_t addr, length;
     tern_buffer_keys *keys;            /* one per transport */
     size_t nkeys;

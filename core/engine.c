@@ -48,7 +48,7 @@ static tern_engine *engine_alloc(void)
     }
     tern_memory_init(&e->mem, e->cuda);
     tern_segments_init(&e->segs);
-    e->notes = tern_notes_create();
+    e->notes = tern_notes_create(e);
     if (!e->notes) {
         tern_cuda_destroy(e->cuda);
         tern_engine_error_fini(e);

@@ -66,20 +66,30 @@ static char *notify_reply(tern_engine *e, const char *json, size_t len, int *rc)
     const char *from = o ? str_member(o, "from") : NULL;
     const char *name = o ? str_member(o, "name") : NULL;
     const char *msg = o ? str_member(o, "msg") : NULL;
-    /* Mooncake's shape: {name, notify_msg}, no sender (docs/protocol.md,
-     * Mooncake compatibility); tern's {from, name, msg} */
+    /* Mooncake's shape: {name, notify_msg}, no sender; tern sends {from,
+     * name, notify_msg} so that one frame suits both receivers; older tern
+     * senders wrote msg (docs/protocol.md, Mooncake compatibility) */
     const char *mc_msg = o ? str_member(o, "notify_msg") : NULL;
-    if (!msg && mc_msg && !from) {
+    if (!msg && mc_msg) {
         msg = mc_msg;
-        from = "";
+        if (!from)
+            from = "";
     }
     char *reply;
     if (!from || !name || !msg || strlen(msg) > TERN_NOTIFY_MAX) {
         *rc = TERN_ERR_PROTOCOL;
-        reply = error_reply("notify: expected {\"from\", \"name\", \"msg\"} or {\"name\", "
-                            "\"notify_msg\"} strings, msg at most 4096 bytes");
+        reply = error_reply("notify: expected {\"from\", \"name\", \"msg\" or \"notify_msg\"} "
+                            "strings, the message at most 65536 bytes");
+    } else if (tern_notes_push(e->notes, from, name, msg) != 0) {
+        /* refused, never dropped: the sender gets TERN_ERR_BUSY
+         * (docs/protocol.md, Notify) */
+        json_object *busy = json_object_new_object();
+        json_object_object_add(busy, "reply_msg",
+                               json_object_new_string("notification queue full (" 
+                                                      "the receiver reads slower than it is sent to); try again"));
+        json_object_object_add(busy, "busy", json_object_new_boolean(1));
+        reply = json_dup(busy);
     } else {
-        tern_notes_push(e->notes, from, name, msg);
         json_object *ok = json_object_new_object();
         json_object_object_add(ok, "ok", json_object_new_boolean(1));
         json_object_object_add(ok, "name", json_object_new_string(""));  /* Mooncake's reply */

@@ -181,6 +181,8 @@ typedef struct hs_conn {
     tern_auth_session auth;      /* step != 0: the peer has not proved the secret yet */
     int is_conn;                 /* a Connection request: the bounded lane */
     int resume;                  /* after writing out: read the next frame (auth) */
+    int keep;                    /* a Notify answered: the client may send another
+                                    on this connection (docs/protocol.md, Notify) */
     struct hs_conn *prev, *next; /* all connections */
     struct hs_conn *qnext;       /* work or done queue */
 } hs_conn;
@@ -292,6 +294,7 @@ static void conn_process(tern_hs_server *s, hs_conn *c)
     free(reply);
     free(c->payload);
     c->payload = NULL;
+    c->keep = !old && type == TERN_HS_NOTIFY && reply;
 }
 
 /* Send what the socket takes right away, from the worker, so the client
@@ -307,7 +310,7 @@ static void send_now(hs_conn *c)
         else if (!(w < 0 && errno == EINTR))
             return;
     }
-    if (c->out)
+    if (c->out && !c->keep)
         shutdown(c->fd, SHUT_WR);
 }
 
@@ -366,8 +369,11 @@ static void conn_write(tern_hs_server *s, hs_conn *c)
         conn_free(s, c);
         return;
     }
-    if (c->resume) { /* an authentication step: the request frame comes next */
-        c->resume = 0;
+    if (c->resume || c->keep) { /* an authentication step, or a Notify
+                                  * connection kept: the next request frame */
+        c->resume = c->keep = 0;
+        c->hgot = 0;
+        c->plen = c->pgot = 0;
         free(c->out);
         c->out = NULL;
         c->outlen = c->outoff = 0;
@@ -987,6 +993,59 @@ static int read_reply(int fd, const char *server, int type, uint64_t max_frame, 
     if (replylen)
         *replylen = n - off;
     return 0;
+}
+
+int tern_hs_session_open(const tern_auth *auth, const char *server_name,
+                         int connect_timeout_ms, int io_timeout_ms, uint64_t max_frame,
+                         char *err, size_t errlen)
+{
+    if (connect_timeout_ms <= 0)
+        connect_timeout_ms = 5000;
+    if (io_timeout_ms <= 0)
+        io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
+    int fd = hs_connect(server_name, connect_timeout_ms, err, errlen);
+    if (fd < 0)
+        return fd;
+    int rc = auth ? tern_auth_hs_client(auth, fd, server_name, max_frame ? max_frame
+                                        : TERN_HS_DEFAULT_MAX_FRAME, io_timeout_ms, err, errlen)
+                  : 0;
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd; /* TCP_NODELAY already (connect_one) */
+}
+
+int tern_hs_session_request(int fd, const char *server_name, int type, const char *json,
+                            size_t len, char **reply, size_t *replylen, uint64_t max_frame,
+                            int io_timeout_ms, char *err, size_t errlen)
+{
+    *reply = NULL;
+    if (!max_frame)
+        max_frame = TERN_HS_DEFAULT_MAX_FRAME;
+    if (io_timeout_ms <= 0)
+        io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
+    if (len + 1 > max_frame || len + 1 > tern_hs_request_limit((uint8_t)type))
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "handshake: %s request of %zu bytes exceeds its limit of %zu bytes "
+                         "(docs/protocol.md, Handshake frames)",
+                         type_name(type), len + 1, tern_hs_request_limit((uint8_t)type));
+    uint8_t *frame;
+    size_t flen;
+    if (frame_encode(type, json, len, &frame, &flen) != 0)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
+    int rc = tern_io_write_all(fd, frame, flen, io_timeout_ms);
+    free(frame);
+    if (rc)
+        return io_err(rc, "sending the request", server_name, io_timeout_ms, err, errlen);
+    rc = read_reply(fd, server_name, type, max_frame, io_timeout_ms, reply, replylen, err,
+                    errlen);
+    size_t rl = rc == 0 && *reply ? strlen(*reply) : 0;
+    if (rc == 0 && (rc = tern_auth_hs_refused(*reply, rl, server_name, err, errlen)) != 0) {
+        free(*reply);
+        *reply = NULL;
+    }
+    return rc;
 }
 
 int tern_hs_request(const char *server_name, int type, const char *json, size_t len,

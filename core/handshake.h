@@ -28,7 +28,9 @@ enum {
  * stranger's request costs the daemon little (docs/protocol.md). */
 #define TERN_HS_LIMIT_CONNECTION (16u << 10)
 #define TERN_HS_LIMIT_METADATA 4096u
-#define TERN_HS_LIMIT_NOTIFY (32u << 10) /* msg <= 4096 bytes, JSON-escaped */
+/* A Notify request carries msg (<= TERN_NOTIFY_MAX = 64 KiB) JSON-escaped
+ * (at most 6 bytes per byte: \u00XX), name (<= 255, same) and from. */
+#define TERN_HS_LIMIT_NOTIFY (6u * 65536u + 6u * 256u + 2048u)
 #define TERN_HS_LIMIT_PROBE 4096u
 #define TERN_HS_LIMIT_AUTH 1024u
 #define TERN_HS_LIMIT_REQUEST TERN_HS_LIMIT_NOTIFY /* the largest of them */
@@ -92,6 +94,18 @@ int tern_hs_request_auth(const struct tern_auth *auth, const char *server_name, 
                          const char *json, size_t len, char **reply, size_t *replylen,
                          uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
                          char *err, size_t errlen);
+
+/* A kept connection (Notify frames only: the daemon keeps a connection
+ * open after answering one, docs/protocol.md, Notify).  open: connect and
+ * prove the secret (auth may be NULL); returns the fd or an error.
+ * request: one frame and its reply on it; on any error the caller closes
+ * the fd (a closed kept connection reads as TERN_ERR_CLOSED). */
+int tern_hs_session_open(const struct tern_auth *auth, const char *server_name,
+                         int connect_timeout_ms, int io_timeout_ms, uint64_t max_frame,
+                         char *err, size_t errlen);
+int tern_hs_session_request(int fd, const char *server_name, int type, const char *json,
+                            size_t len, char **reply, size_t *replylen, uint64_t max_frame,
+                            int io_timeout_ms, char *err, size_t errlen);
 
 /* Split "host:port" / "[v6]:port"; port 0 if missing. */
 int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port);

@@ -5,6 +5,7 @@
  * backend. */
 #include "memory.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ static int build_buffers(const tern_memory *e, tern_segment_desc *d)
         const tern_membuf *m = &e->bufs[i];
         tern_buffer_desc *b = &d->buffers[i];
         tern_strlcpy(b->location, m->location, sizeof b->location);
+        tern_strlcpy(b->app_name, m->name, sizeof b->app_name);
         b->addr = m->addr;
         b->length = m->len;
         b->keys = calloc(e->nxports, sizeof *b->keys);
@@ -291,11 +293,17 @@ static void gpu_near_locked(tern_memory *e, int gpu)
     }
 }
 
-static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
+/* Insert m (ranges checked, transports registered); no publish. */
+static int insert_locked(tern_memory *e, tern_membuf *m, char *err, size_t errlen)
 {
     int rc = check_new_range(e, m->addr, m->len, err, errlen);
     if (rc)
         return rc;
+    for (size_t i = 0; m->name[0] && i < e->nbufs; i++)
+        if (strcmp(e->bufs[i].name, m->name) == 0)
+            return tern_errf(err, errlen, TERN_ERR_EXISTS,
+                             "register: the name \"%s\" is already registered at 0x%llx",
+                             m->name, (unsigned long long)e->bufs[i].addr);
     if (e->nbufs >= TERN_DESC_MAX_BUFFERS)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register: already %d buffers registered",
                          TERN_DESC_MAX_BUFFERS);
@@ -307,14 +315,54 @@ static int register_locked(tern_memory *e, tern_membuf *m, char *err, size_t err
         mr_release(e, m, e->nxports);
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
     }
-    char msg[1024] = "";
-    rc = publish_locked(e, msg, sizeof msg);
-    if (rc) { /* keep registration and descriptor in step */
-        bufs_remove(e, upper_bound(e, m->addr) - 1);
-        mr_release(e, m, e->nxports);
-        return tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
+    return 0;
+}
+
+/* Remove the buffer at a, releasing its transport registrations. */
+static void remove_at_locked(tern_memory *e, uint64_t a)
+{
+    size_t i = upper_bound(e, a);
+    if (i == 0 || e->bufs[i - 1].addr != a)
+        return;
+    tern_membuf m = e->bufs[i - 1];
+    bufs_remove(e, i - 1);
+    mr_release(e, &m, e->nxports);
+}
+
+/* A name peers can look up: short, printable, no quoting surprises. */
+static int check_name(const char *name, char *err, size_t errlen)
+{
+    size_t n = strlen(name);
+    if (n >= TERN_BUFFER_NAME_MAX)
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "register: name of %zu bytes, at most %d", n, TERN_BUFFER_NAME_MAX - 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (!isalnum(c) && !strchr("._/:-", c))
+            return tern_errf(err, errlen, TERN_ERR_INVAL,
+                             "register: name \"%s\": byte %zu (0x%02x) is not one of "
+                             "[A-Za-z0-9._/:-]", name, i, c);
     }
     return 0;
+}
+
+/* A location given for host memory: "cpu:N", or "*" / "" to detect it. */
+static int check_location(const char *loc, char *err, size_t errlen)
+{
+    if (!loc || !*loc || strcmp(loc, "*") == 0)
+        return 0;
+    const char *p = loc + 4;
+    if (strncmp(loc, "cpu:", 4) == 0 && *p) {
+        while (isdigit((unsigned char)*p))
+            p++;
+        if (!*p && strlen(loc) < TERN_LOCATION_MAX)
+            return 0;
+    }
+    return tern_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
+                     "register: location \"%s\" is not memory this engine can use: host "
+                     "memory is \"cpu:N\" (or \"*\" / NULL to detect its NUMA node), GPU "
+                     "memory \"cuda:N\" (docs/gpu.md); other device kinds are not supported",
+                     loc);
 }
 
 /* "cuda:N" -> N, else -1. */
@@ -343,6 +391,9 @@ static int memory_resolve_location(tern_memory *e, tern_membuf *m, const char *l
     if (want == -2)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register %p: location '%s' is not "
                          "cuda:N (N a GPU ordinal)", p, location);
+    int rc0 = want == -1 ? check_location(location, err, errlen) : 0;
+    if (rc0)
+        return rc0;
     int dev = -1, last = -1;
     char why[512] = "";
     int rc = tern_cuda_pointer_device(e->cuda, p, &dev);
@@ -381,53 +432,117 @@ static int memory_resolve_location(tern_memory *e, tern_membuf *m, const char *l
     return 0;
 }
 
-int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *location,
-                         char *err, size_t errlen)
+
+static int fill_membuf(tern_memory *e, const tern_memory_region *r, tern_membuf *m, char *err,
+                       size_t errlen)
 {
-    if (!addr || !len)
+    if (!r->addr || !r->length)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register: %s",
-                         !addr ? "address is NULL" : "length is 0");
-    uint64_t a = (uintptr_t)addr;
-    if (len > UINT64_MAX - a)
+                         !r->addr ? "address is NULL" : "length is 0");
+    uint64_t a = (uintptr_t)r->addr;
+    if (r->length > UINT64_MAX - a)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "register: 0x%llx + %zu overflows",
-                         (unsigned long long)a, len);
+                         (unsigned long long)a, r->length);
+    int rc = r->name ? check_name(r->name, err, errlen) : 0;
+    if (rc)
+        return rc;
+    memset(m, 0, sizeof *m);
+    m->addr = a;
+    m->len = r->length;
+    if (r->name)
+        tern_strlcpy(m->name, r->name, sizeof m->name);
+    return memory_resolve_location(e, m, r->location, err, errlen);
+}
+
+int tern_memory_register_many(tern_memory *e, const tern_memory_region *r, size_t n,
+                              char *err, size_t errlen)
+{
+    if (!r || !n)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "register: %s",
+                         !r ? "regions is NULL" : "no regions");
     tern_membuf *m = calloc(1, sizeof *m);
     if (!m)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "register: out of memory");
-    m->addr = a;
-    m->len = len;
-    int rc = memory_resolve_location(e, m, location, err, errlen);
-    if (rc) {
-        free(m);
-        return rc;
-    }
+    char msg[1024] = "";
+    int rc = 0;
+    size_t done = 0;
     pthread_rwlock_wrlock(&e->lock);
-    rc = register_locked(e, m, err, errlen);
+    for (; done < n && rc == 0; done++) {
+        rc = fill_membuf(e, &r[done], m, msg, sizeof msg);
+        if (!rc)
+            rc = insert_locked(e, m, msg, sizeof msg);
+    }
+    if (rc) {
+        done--; /* region `done` failed: undo those before it */
+        if (n > 1)
+            tern_errf(err, errlen, rc, "region %zu of %zu: %s", done, n, msg);
+        else
+            tern_errf(err, errlen, rc, "%s", msg);
+    } else if ((rc = publish_locked(e, msg, sizeof msg)) != 0) {
+        tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
+    }
+    if (rc) /* keep registration and descriptor in step */
+        for (size_t i = 0; i < done; i++)
+            remove_at_locked(e, (uintptr_t)r[i].addr);
     pthread_rwlock_unlock(&e->lock);
     free(m);
     return rc;
 }
 
+int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *location,
+                         char *err, size_t errlen)
+{
+    tern_memory_region r = {addr, len, location, NULL};
+    return tern_memory_register_many(e, &r, 1, err, errlen);
+}
+
+int tern_memory_unregister_many(tern_memory *e, void *const *addrs, size_t n, char *err,
+                                size_t errlen)
+{
+    if (!addrs || !n)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "unregister: no addresses");
+    int rc = 0;
+    size_t removed = 0;
+    pthread_rwlock_wrlock(&e->lock);
+    for (size_t k = 0; k < n && !rc; k++) {
+        uint64_t a = (uintptr_t)addrs[k];
+        size_t i = upper_bound(e, a);
+        if (i == 0 || e->bufs[i - 1].addr != a) {
+            rc = tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                           "unregister: no buffer registered at %p%s", addrs[k],
+                           n > 1 ? " (the addresses before it were unregistered)" : "");
+            break;
+        }
+        remove_at_locked(e, a);
+        removed++;
+    }
+    char msg[1024] = "";
+    int prc = removed ? publish_locked(e, msg, sizeof msg) : 0;
+    pthread_rwlock_unlock(&e->lock);
+    if (prc && !rc)
+        return tern_errf(err, errlen, prc, "unregister: publishing the descriptor failed: %s",
+                         msg);
+    return rc;
+}
+
 int tern_memory_unregister(tern_memory *e, void *addr, char *err, size_t errlen)
 {
-    uint64_t a = (uintptr_t)addr;
-    pthread_rwlock_wrlock(&e->lock);
-    size_t i = upper_bound(e, a);
-    if (i == 0 || e->bufs[i - 1].addr != a) {
-        pthread_rwlock_unlock(&e->lock);
-        return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
-                         "unregister: no buffer registered at %p", addr);
+    return tern_memory_unregister_many(e, &addr, 1, err, errlen);
+}
+
+size_t tern_memory_list(tern_memory *e, tern_buffer_info *out, size_t max)
+{
+    pthread_rwlock_rdlock(&e->lock);
+    size_t n = e->nbufs;
+    for (size_t i = 0; i < n && i < max; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        tern_strlcpy(out[i].name, e->bufs[i].name, sizeof out[i].name);
+        tern_strlcpy(out[i].location, e->bufs[i].location, sizeof out[i].location);
+        out[i].addr = e->bufs[i].addr;
+        out[i].length = e->bufs[i].len;
     }
-    tern_membuf m = e->bufs[i - 1];
-    bufs_remove(e, i - 1);
-    mr_release(e, &m, e->nxports);
-    char msg[1024] = "";
-    int rc = publish_locked(e, msg, sizeof msg);
     pthread_rwlock_unlock(&e->lock);
-    if (rc)
-        return tern_errf(err, errlen, rc, "unregister: publishing the descriptor failed: %s",
-                         msg);
-    return 0;
+    return n;
 }
 
 void tern_memory_init(tern_memory *m, tern_cuda *cuda)

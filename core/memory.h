@@ -15,6 +15,7 @@
 
 #include "cuda.h"
 #include "desc.h"
+#include "tern/tern.h"
 #include "metadata.h"
 #include "xport.h"
 
@@ -23,6 +24,7 @@ typedef struct tern_membuf {
     uint64_t addr, len;
     char location[TERN_LOCATION_MAX];
     int gpu;                      /* GPU ordinal of device memory, -1 for host */
+    char name[128];               /* application name, "" if none */
     void *mr[TERN_DESC_MAX_TRANSPORTS];
     tern_mr_keys keys[TERN_DESC_MAX_TRANSPORTS];
 } tern_membuf;
@@ -55,6 +57,16 @@ void tern_memory_fini(tern_memory *m);
 int tern_memory_register(tern_memory *m, void *addr, size_t len, const char *location,
                          char *err, size_t errlen);
 int tern_memory_unregister(tern_memory *m, void *addr, char *err, size_t errlen);
+/* Register n regions with one publish, all or nothing (the named and
+ * batch forms of the API; see docs/api.md, Memory). */
+int tern_memory_register_many(tern_memory *m, const tern_memory_region *r, size_t n,
+                              char *err, size_t errlen);
+/* Unregister n buffers by address with one publish; stops at the first
+ * that is not registered (those before it are gone). */
+int tern_memory_unregister_many(tern_memory *m, void *const *addrs, size_t n, char *err,
+                                size_t errlen);
+/* The buffers as the API lists them (lock taken); returns the count. */
+size_t tern_memory_list(tern_memory *m, tern_buffer_info *out, size_t max);
 /* Rebuild and publish the descriptor (takes the lock). */
 int tern_memory_publish(tern_memory *m, char *err, size_t errlen);
 /* A malloc()ed copy of the published JSON, or NULL. */

@@ -12,6 +12,7 @@
 #include "plugin.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -27,6 +28,7 @@
 
 #include "cuda.h"
 #include "auth.h"
+#include "config/cfg_internal.h"
 #include "desc.h"
 #include "fileio.h"
 #include "util.h"
@@ -509,6 +511,40 @@ static int find_explicit(const tern_config *cfg, const tern_transport_cfg *tc, c
     return 0;
 }
 
+/* " (did you mean 'rdma'? <dir>/libtern-rdma.so is installed)" when a
+ * plugin installed in the searched directories has a name within edit
+ * distance 2 of `name`; "" otherwise. */
+static void did_you_mean(const dirlist *l, const char *name, char *hint, size_t hintlen)
+{
+    char names[64][TERN_NAME_MAX];
+    size_t dirix[64];
+    const char *ptrs[64];
+    size_t n = 0;
+    for (size_t i = 0; i < l->n && n < 64; i++) {
+        DIR *d = opendir(l->d[i]);
+        struct dirent *de;
+        while (d && n < 64 && (de = readdir(d)) != NULL) {
+            size_t len = strlen(de->d_name);
+            if (len <= 11 || len - 11 >= TERN_NAME_MAX || strncmp(de->d_name, "libtern-", 8) ||
+                strcmp(de->d_name + len - 3, ".so"))
+                continue;
+            bounded_fmt(names[n], TERN_NAME_MAX, "%.*s", (int)(len - 11), de->d_name + 8);
+            dirix[n] = i;
+            ptrs[n] = names[n];
+            n++;
+        }
+        if (d)
+            closedir(d);
+    }
+    const char *best = cfg_closest(name, ptrs, n);
+    for (size_t i = 0; best && i < n; i++)
+        if (ptrs[i] == best) {
+            bounded_fmt(hint, hintlen, " (did you mean '%s'? %s/libtern-%s.so is installed)",
+                        best, l->d[dirix[i]], best);
+            return;
+        }
+}
+
 /* Find the file for transports[idx]; on failure p->message lists every path. */
 static int plugin_find(const tern_config *cfg, size_t idx, tern_plugin *p)
 {
@@ -533,11 +569,14 @@ static int plugin_find(const tern_config *cfg, size_t idx, tern_plugin *p)
             hit = 1;
         }
     }
+    char hint[TERN_NAME_MAX + PATH_MAX + 64] = "";
+    if (!hit && rc == 0)
+        did_you_mean(&l, tc->name, hint, sizeof hint);
     dirlist_free(&l);
     if (!hit)
         bounded_fmt(p->message, sizeof p->message,
-                 "transport '%s': libtern-%s.so not found; tried: %s (set `path` in the "
-                 "entry, TERN_PLUGIN_PATH or plugin_path)", tc->name, tc->name,
+                 "transport '%s': libtern-%s.so not found%s; tried: %s (set `path` in the "
+                 "entry, TERN_PLUGIN_PATH or plugin_path)", tc->name, tc->name, hint,
                  rc ? "(out of memory)" : tried);
     return hit;
 }
@@ -782,6 +821,7 @@ static int set_alloc(const tern_config *cfg, tern_logfn log, void *log_arg,
         tern_strlcpy(p->name, tc->name ? tc->name : "", sizeof p->name);
         p->cfg_index = i;
         p->required = tc->required;
+        p->optional = tc->optional;
         p->outcome = TERN_LOAD_NOT_TRIED;
         p->hostdata = calloc(1, sizeof *p->hostdata);
         if (!p->hostdata)
@@ -842,14 +882,22 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
             continue;
         }
         /* A YAML mistake is the user's to fix, required or not: never let it
-         * silently drop a transport. */
-        if (p->required || p->outcome == TERN_LOAD_BAD_OPTION) {
+         * silently drop a transport.  A plugin that does not exist (a
+         * misspelled name) is one too, unless the entry says `optional`
+         * (docs/configuration.md, Transports). */
+        int missing = p->outcome == TERN_LOAD_NOT_FOUND && !p->optional;
+        if (p->required || p->outcome == TERN_LOAD_BAD_OPTION || missing) {
             for (size_t j = i + 1; j < set->n; j++)
                 bounded_fmt(set->plugins[j].message, sizeof set->plugins[j].message,
-                         "transport '%s': not tried: required transport '%s' failed",
-                         set->plugins[j].name, p->name);
+                         "transport '%s': not tried: %s transport '%s' failed",
+                         set->plugins[j].name, p->required ? "required" : "the earlier",
+                         p->name);
             if (p->outcome == TERN_LOAD_BAD_OPTION)
                 return tern_errf(err, errlen, TERN_ERR_CONFIG, "%s", p->message);
+            if (missing && !p->required)
+                return tern_errf(err, errlen, TERN_ERR_PLUGIN,
+                                 "%s; a transport whose plugin is not installed is an error "
+                                 "unless its entry says `optional: true`", p->message);
             return tern_errf(err, errlen, TERN_ERR_PLUGIN, "required %s", p->message);
         }
         log(log_arg, TERN_LOG_WARN, "%s; skipped (optional)", p->message);

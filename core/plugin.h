@@ -33,6 +33,7 @@ typedef struct tern_plugin {
     char name[TERN_NAME_MAX];
     size_t cfg_index;             /* index in cfg->transports */
     int required;
+    int optional;                 /* a missing plugin is skipped, not an error */
     tern_load_outcome outcome;
     char path[1024];              /* the file that was opened ("" if none) */
     char message[1024];           /* what happened, including every path tried */

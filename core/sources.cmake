@@ -5,6 +5,7 @@
 set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/auth.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda.c
+  ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
   ${CMAKE_CURRENT_LIST_DIR}/gpu_api.c
   ${CMAKE_CURRENT_LIST_DIR}/gpu_topo.c
@@ -32,6 +33,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/xport.c
   # the data path, one way: batch -> cut -> route -> dispatch -> complete
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/batch_ctl.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/cut.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/route.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/dispatch.c

@@ -178,20 +178,56 @@ Test(engine, notify_round_trip)
     tern_engine_destroy(b);
 }
 
-Test(engine, notify_queue_drops_oldest_when_full)
+Test(engine, notify_queue_full_refuses_never_drops)
 {
     tern_engine *a = mk(), *b = mk();
     tern_segment_id id = tern_segment_open(a, tern_engine_server_name(b));
     cr_assert_geq(id, 0);
     char n[32];
-    for (int i = 0; i < TERN_NOTIFY_QUEUE + 5; i++) {
+    for (int i = 0; i < TERN_NOTIFY_QUEUE; i++) {
         snprintf(n, sizeof n, "n%d", i);
         cr_assert_eq(tern_notify_send(a, id, n, "m"), 0);
     }
+    for (int i = 0; i < 5; i++) /* full: the sender hears it */
+        cr_assert_eq(tern_notify_send(a, id, "over", "m"), TERN_ERR_BUSY);
+    cr_assert(strstr(tern_engine_last_error(a), "queue full"), "%s", tern_engine_last_error(a));
     cr_assert_eq(tern_notes_dropped(b->notes), 5);
+    tern_notify_stats st;
+    cr_assert_eq(tern_notify_stats_get(b, &st), 0);
+    cr_assert_eq(st.refused, 5);
+    cr_assert_eq(st.queued, TERN_NOTIFY_QUEUE);
+    cr_assert_eq(tern_notify_stats_get(a, &st), 0);
+    cr_assert_eq(st.sent, TERN_NOTIFY_QUEUE);
+    cr_assert_eq(st.send_failed, 5);
     char name[32];
     cr_assert_eq(tern_notify_recv(b, NULL, 0, name, sizeof name, NULL, 0), 1);
-    cr_assert_str_eq(name, "n5");
+    cr_assert_str_eq(name, "n0", "the oldest is kept");
+    cr_assert_eq(tern_notify_send(a, id, "again", "m"), 0, "room again after one read");
+    cr_assert_eq(tern_notes_connects(a->notes), 1, "every send reused one kept connection");
+    tern_engine_destroy(a);
+    tern_engine_destroy(b);
+}
+
+Test(engine, notify_connection_closed_while_idle_is_reopened)
+{
+    char err[1024] = "";
+    const char *y = "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: memcpy\n"
+                    "io_timeout_ms: 200\nlog_level: warn\n";
+    tern_engine *a = tern_engine_create_from_yaml(y, "t", err, sizeof err);
+    tern_engine *b = tern_engine_create_from_yaml(y, "t", err, sizeof err);
+    cr_assert(a && b, "%s", err);
+    tern_segment_id id = tern_segment_open(a, tern_engine_server_name(b));
+    cr_assert_eq(tern_notify_send(a, id, "one", "m"), 0);
+    cr_assert_eq(tern_notify_send(a, id, "two", "m"), 0);
+    cr_assert_eq(tern_notes_connects(a->notes), 1);
+    usleep(1200 * 1000); /* the daemon closes the idle kept connection */
+    cr_assert_eq(tern_notify_send(a, id, "three", "m"), 0, "%s", tern_engine_last_error(a));
+    cr_assert_eq(tern_notes_connects(a->notes), 2);
+    char name[16];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tern_notify_recv(b, NULL, 0, name, sizeof name, NULL, 0), 1);
+    cr_assert_str_eq(name, "three");
+    cr_assert_eq(tern_notify_recv(b, NULL, 0, name, sizeof name, NULL, 0), 0, "no duplicate");
     tern_engine_destroy(a);
     tern_engine_destroy(b);
 }

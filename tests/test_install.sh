@@ -57,6 +57,37 @@ cc -std=c11 -Wall -Wextra -Werror -shared -fPIC -o "$tmp/oot/libtern-memcpy.so" 
     "$tmp"/oot/*.c $flags -pthread || fail "out-of-tree build of plugins/memcpy failed"
 pass "out-of-tree build with only pkg-config"
 
+# documentation and example sources
+for d in api.md architecture.md configuration.md protocol.md README.md; do
+    [ -f "$prefix/share/doc/tern/$d" ] || fail "share/doc/tern/$d not installed"
+done
+for f in kv_prefill.c kv_decode.c README.md; do
+    [ -f "$prefix/share/tern/examples/$f" ] || fail "share/tern/examples/$f not installed"
+done
+[ -f "$prefix/share/tern/plugins/memcpy/memcpy.c" ] ||
+    fail "the example transport's source is not in share/tern/plugins/memcpy"
+pass "docs in share/doc/tern, examples and the memcpy plugin source in share/tern"
+
+# an application built from the installed example with pkg-config only runs
+# from the prefix without LD_LIBRARY_PATH (tern.pc carries the run path)
+case "$flags" in
+*"-Wl,-rpath,$libdir"*) ;;
+*) fail "pkg-config --libs tern has no run path: '$flags'" ;;
+esac
+[ "$(pkg-config --variable=rpath tern)" = "-Wl,-rpath,$libdir" ] ||
+    fail "pkg-config --variable=rpath tern: '$(pkg-config --variable=rpath tern)'"
+mkdir -p "$tmp/app"
+for ex in kv_prefill kv_decode; do
+    # shellcheck disable=SC2086 # $flags is a list of words
+    cc -std=c11 -Wall -Wextra -Werror "$prefix/share/tern/examples/$ex.c" $flags \
+        -o "$tmp/app/$ex" || fail "building the installed $ex.c with pkg-config failed"
+done
+rc=0
+env -u LD_LIBRARY_PATH "$tmp/app/kv_decode" >"$tmp/app.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "kv_decode without arguments: exit $rc (127: libtern.so.0 not found): $(cat "$tmp/app.out")"
+grep -q "usage: kv_decode" "$tmp/app.out" || fail "kv_decode: $(cat "$tmp/app.out")"
+pass "installed examples build with pkg-config and run without LD_LIBRARY_PATH"
+
 cat >"$tmp/oot.yaml" <<EOF
 transports:
   - name: memcpy

@@ -415,7 +415,7 @@ Test(loader, optional_failure_is_skipped_and_the_next_loads)
     cfg_init(&c);
     cfg_dir(&c, TERN_TP_DIR);
     cfg_add(&c, "initfail", NULL, 0);
-    cfg_add(&c, "nosuch", NULL, 0);
+    cfg_add(&c, "nosuch", NULL, 0)->optional = 1; /* a missing plugin needs `optional` */
     cfg_add(&c, "good", NULL, 0);
     tern_plugin_set set;
     char err[4096] = "";
@@ -428,6 +428,36 @@ Test(loader, optional_failure_is_skipped_and_the_next_loads)
               logbuf);
     cr_assert(strstr(logbuf, "initfail: init is failing on purpose"), "%s", logbuf);
     cr_assert(strstr(logbuf, "skipped (optional)"), "%s", logbuf);
+    tern_plugins_unload(&set);
+}
+
+/* A misspelled transport never silently runs on the next one: a plugin
+ * that does not exist is an error unless the entry says optional, and the
+ * message suggests the installed plugin with the closest name. */
+Test(loader, missing_plugin_is_an_error_with_did_you_mean)
+{
+    tcfg c;
+    cfg_init(&c);
+    cfg_dir(&c, TERN_TP_DIR);
+    cfg_add(&c, "goood", NULL, 0);
+    cfg_add(&c, "good", NULL, 0);
+    tern_plugin_set set;
+    char err[4096] = "";
+    cr_assert_eq(tern_plugins_load(&c.cfg, test_log, NULL, &set, err, sizeof err),
+                 TERN_ERR_PLUGIN);
+    cr_assert(strstr(err, "libtern-goood.so not found (did you mean 'good'? "), "%s", err);
+    cr_assert(strstr(err, "optional: true"), "%s", err);
+    cr_assert_eq(set.plugins[1].outcome, TERN_LOAD_NOT_TRIED);
+    cr_assert(strstr(set.plugins[1].message, "the earlier transport 'goood' failed"), "%s",
+              set.plugins[1].message);
+    tern_plugins_unload(&set);
+    /* nothing close: no suggestion */
+    cfg_init(&c);
+    cfg_dir(&c, TERN_TP_DIR);
+    cfg_add(&c, "zzzzzzzz", NULL, 0);
+    cr_assert_eq(tern_plugins_load(&c.cfg, test_log, NULL, &set, err, sizeof err),
+                 TERN_ERR_PLUGIN);
+    cr_assert_null(strstr(err, "did you mean"), "%s", err);
     tern_plugins_unload(&set);
 }
 

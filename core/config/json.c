@@ -36,6 +36,7 @@ static json_object *json_transport(const tern_transport_cfg *t)
     json_object_object_add(o, "name", json_object_new_string(t->name));
     json_object_object_add(o, "path", json_str_or_null(t->path));
     json_object_object_add(o, "required", json_object_new_boolean(t->required));
+    json_object_object_add(o, "optional", json_object_new_boolean(t->optional));
     for (size_t i = 0; i < t->nkv; i++) {
         const tern_cfg_kv *kv = &t->kv[i];
         json_object_object_add(opts, kv->key,

@@ -76,6 +76,10 @@ static const cfg_key entry_keys[] = {
      .what = "the path of a transport .so", .off = offsetof(tern_transport_cfg, path)},
     {.opt = {"required", TERN_OPT_BOOL, 0, 0, NULL, "false", "Fail when it does not load."},
      .off = offsetof(tern_transport_cfg, required)},
+    {.opt = {"optional", TERN_OPT_BOOL, 0, 0, NULL, "false",
+             "Skip it, with a warning, when its plugin is not installed (otherwise a missing "
+             "plugin is an error)."},
+     .off = offsetof(tern_transport_cfg, optional)},
 };
 
 static int transport_key(cfgctx *c, tern_transport_cfg *t, const ynode *k, const ynode *v,

@@ -33,6 +33,8 @@ TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
     }
     b->e = e;
     b->cap = capacity;
+    b->efd = -1;
+    b->pending_note = -1;
     pthread_mutex_init(&b->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -96,7 +98,9 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
         memset(&b->reqs[base + i], 0, sizeof b->reqs[0]);
         b->reqs[base + i].r = reqs[i];
         b->reqs[base + i].status = TERN_WAITING;
+        b->reqs[base + i].note = b->pending_note;
     }
+    b->pending_note = -1; /* one submit carries a note (batch_ctl.c) */
     b->n += n;
     pthread_mutex_unlock(&b->lock);
     tern_cut_list l = {0};
@@ -174,6 +178,16 @@ static void wait_until_locked(tern_batch *b, uint64_t ms)
 
 static int result_locked(tern_batch *b)
 {
+    for (size_t i = 0; i < b->nnotes; i++)
+        if (b->notes[i].state < 0) {
+            /* the requests completed, the notification did not get through */
+            int all = 1;
+            for (size_t k = 0; k < b->notes[i].count; k++)
+                all &= b->reqs[b->notes[i].first + k].status == TERN_COMPLETED;
+            if (all)
+                return tern_engine_fail(b->e, b->notes[i].state, "notification %zu: %s", i,
+                                        b->notes[i].why ? b->notes[i].why : "failed");
+        }
     for (size_t i = 0; i < b->n; i++) {
         const tern_req *q = &b->reqs[i];
         if (q->status == TERN_COMPLETED)
@@ -195,7 +209,7 @@ TERN_EXPORT int tern_batch_wait(tern_batch *b, int timeout_ms)
         timeouts_locked(b);
         int pending;
         uint64_t wake = next_wake_locked(b, until, &pending);
-        if (!pending)
+        if (!pending && !b->notes_busy) /* a notification riding on it counts */
             break;
         if (until && tern_now_ms() >= until) {
             pthread_mutex_unlock(&b->lock);
@@ -205,6 +219,7 @@ TERN_EXPORT int tern_batch_wait(tern_batch *b, int timeout_ms)
         wait_until_locked(b, wake);
     }
     int rc = result_locked(b);
+    tern_batch_drain_fd_locked(b);
     pthread_mutex_unlock(&b->lock);
     return rc;
 }
@@ -227,10 +242,14 @@ TERN_EXPORT int tern_batch_free(tern_batch *b)
         return 0;
     pthread_mutex_lock(&b->lock);
     long inflight = b->inflight;
+    int notes = b->notes_busy;
+    if (inflight <= 0 && !notes)
+        tern_batch_release_locked(b);
     pthread_mutex_unlock(&b->lock);
-    if (inflight > 0)
+    if (inflight > 0 || notes)
         return tern_engine_fail(b->e, TERN_ERR_BUSY,
-                                "batch_free: %ld slice(s) still in flight; wait first", inflight);
+                                "batch_free: %ld slice(s) still in flight, %d notification(s) "
+                                "not sent; wait first", inflight, notes);
     pthread_mutex_destroy(&b->lock);
     pthread_cond_destroy(&b->cond);
     for (size_t i = 0; i < b->n; i++)

@@ -25,7 +25,8 @@ static void done_ok(tern_cslice *cs)
         q->transferred += cs->s.length;
         if (q->transferred >= q->r.length) {
             q->status = TERN_COMPLETED;
-            pthread_cond_broadcast(&b->cond);
+            tern_batch_note_req_locked(b, cs->idx);
+            tern_batch_signal_locked(b);
         }
     }
     int reap = tern_cslice_free_locked(cs);

@@ -30,7 +30,8 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
         return;
     }
     q->status = st;
-    pthread_cond_broadcast(&b->cond);
+    tern_batch_note_req_locked(b, idx);
+    tern_batch_signal_locked(b);
 }
 
 int tern_req_active_locked(const tern_req *q)
@@ -41,16 +42,18 @@ int tern_req_active_locked(const tern_req *q)
 int tern_cslice_free_locked(tern_cslice *cs)
 {
     tern_batch *b = cs->b;
-    tern_req *q = &b->reqs[cs->idx];
+    size_t idx = cs->idx;
+    tern_req *q = &b->reqs[idx];
     int deferred = cs->ref ? tern_epstore_release_deferred(cs->x->eps, cs->ref) : 0;
     free(cs);
     if (--q->live == 0 && q->ending) {
         q->status = q->ending;
         q->ending = 0;
-        pthread_cond_broadcast(&b->cond);
+        tern_batch_note_req_locked(b, idx);
+        tern_batch_signal_locked(b);
     }
     if (--b->inflight == 0)
-        pthread_cond_broadcast(&b->cond);
+        tern_batch_signal_locked(b);
     return deferred;
 }
 

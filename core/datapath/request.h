@@ -22,7 +22,23 @@ typedef struct tern_req {
     int live;              /* slices the core or a transport still holds */
     tern_status ending;    /* final status decided, published when live is 0 */
     uint64_t deadline_ms;  /* tern_now_ms() based; 0 = none */
+    int note;              /* index into the batch's notes, -1: none */
 } tern_req;
+
+/* A notification riding on requests [first, first+count) of a batch
+ * (tern_batch_submit_with_notify): handed to the notification sender when
+ * the last of them COMPLETED, dropped with an error when one ended
+ * otherwise.  Guarded by the batch lock. */
+typedef struct tern_bnote {
+    size_t first, count, left; /* left: requests not yet COMPLETED */
+    tern_segment_id seg;
+    char peer[256];        /* the segment's name, resolved at submit: the
+                              completion path takes no segment lock */
+    char *name, *msg;
+    int state;             /* 1 waiting for the requests, 2 being sent, 0 sent,
+                              < 0 failed (the tern_err) */
+    char *why;             /* the failure's message */
+} tern_bnote;
 
 struct tern_batch {
     tern_engine *e;
@@ -31,7 +47,21 @@ struct tern_batch {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     long inflight;         /* live tern_cslice of this batch (under lock) */
+    int efd;               /* eventfd of tern_batch_fd, -1 until asked for */
+    tern_bnote *notes;     /* notifications attached (batch_notify.c) */
+    size_t nnotes;
+    int notes_busy;        /* notes waiting or being sent */
+    int pending_note;      /* note the next submit's requests ride on, -1: none */
 };
+
+/* A request reached its final status, the last slice came back or a
+ * notification was handed over: wake waiters and the batch's eventfd. */
+void tern_batch_signal_locked(tern_batch *b);
+/* Request idx published its final status: advance its notification. */
+void tern_batch_note_req_locked(tern_batch *b, size_t idx);
+void tern_batch_drain_fd_locked(tern_batch *b);
+/* Closes the eventfd and frees the notes (tern_batch_free). */
+void tern_batch_release_locked(tern_batch *b);
 
 /* A slice and the core's bookkeeping (s.core points back here). */
 typedef struct tern_cslice {

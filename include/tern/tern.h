@@ -6,8 +6,11 @@
  * by name and move bytes with batches of READ/WRITE requests.
  *
  * Threading: every function is safe to call from any thread, except that a
- * given batch must not be submitted to, waited on or freed from two threads
- * at once.  Errors: negative tern_err codes; tern_engine_last_error() holds
+ * given batch must not be submitted to, waited on, reset or freed from two
+ * threads at once (tern_batch_state, _fd, _inflight, _cancel and
+ * _notify_error may run beside those).  No callback runs on an
+ * application thread: completions and notifications are observed through
+ * the wait calls or the eventfds (docs/api.md).  Errors: negative tern_err codes; tern_engine_last_error() holds
  * the message for the calling thread's last failure on that engine.
  */
 #ifndef TERN_TERN_H
@@ -106,6 +109,30 @@ int tern_gpu_free(tern_engine *engine, void *ptr);
 /* Synchronous copy where either side (or both) may be device memory. */
 int tern_gpu_copy(tern_engine *engine, void *dst, const void *src, size_t len);
 
+/* The same with an application name ("kv/layer0"): peers find the buffer
+ * by it (tern_segment_buffer_find).  name NULL or "" is unnamed; at most
+ * TERN_BUFFER_NAME_MAX - 1 bytes of [A-Za-z0-9._/:-]; a name already
+ * registered on this engine is TERN_ERR_EXISTS.  A location naming a
+ * device kind the engine cannot use ("cuda:0", "gpu:0", anything but
+ * "cpu:N", "*" or empty) is TERN_ERR_NOT_SUPPORTED. */
+#define TERN_BUFFER_NAME_MAX 128
+int tern_register_memory_named(tern_engine *engine, void *addr, size_t len,
+                               const char *location, const char *name);
+
+/* Register n regions with one descriptor publish.  All or nothing: on an
+ * error none of them stays registered and the message names the region. */
+typedef struct tern_memory_region {
+    void *addr;
+    size_t length;
+    const char *location; /* as tern_register_memory; NULL: detect */
+    const char *name;     /* as tern_register_memory_named; NULL: unnamed */
+} tern_memory_region;
+int tern_register_memory_batch(tern_engine *engine, const tern_memory_region *regions,
+                               size_t n);
+/* Unregister n regions by address with one publish; stops at the first
+ * that is not registered (TERN_ERR_NOT_FOUND, the rest stay). */
+int tern_unregister_memory_batch(tern_engine *engine, void *const *addrs, size_t n);
+
 /* ---- segments --------------------------------------------------------- */
 
 /* Open a peer's segment by its server name; returns an id >= 0. */
@@ -122,16 +149,67 @@ int tern_segment_descriptor(tern_engine *engine, tern_segment_id id,
 int tern_segment_transport(tern_engine *engine, tern_segment_id id,
                            char *name, size_t namelen);
 
+/* One registered buffer of a segment. */
+typedef struct tern_buffer_info {
+    char name[TERN_BUFFER_NAME_MAX]; /* application name, "" if unnamed */
+    uint64_t addr;                   /* the owner's virtual address: use it
+                                        as tern_request.remote */
+    uint64_t length;
+    char location[32];               /* "cpu:0", ... */
+} tern_buffer_info;
+
+/* The segment's buffers, sorted by address: writes min(count, max) entries
+ * to out (out may be NULL when max is 0) and returns the count.  The
+ * descriptor is fetched again first, so buffers the peer registered (or
+ * dropped) since the segment was opened are listed; when the peer cannot
+ * be reached the cached descriptor answers.  id TERN_LOCAL_SEGMENT lists
+ * this engine's own. */
+int tern_segment_buffers(tern_engine *engine, tern_segment_id id, tern_buffer_info *out,
+                         size_t max);
+/* The buffer named `name` (cached descriptor first; refetched when it is
+ * not there).  0, or TERN_ERR_NOT_FOUND. */
+int tern_segment_buffer_find(tern_engine *engine, tern_segment_id id, const char *name,
+                             tern_buffer_info *out);
+
 /* ---- notifications ---------------------------------------------------- */
 
-#define TERN_NOTIFY_MAX 4096
-/* Send a small message to the segment's owner (handshake Notify frame). */
+/* A notification is (from, name, msg): from is the sender's server name,
+ * name at most 255 bytes, msg a NUL-terminated string of at most
+ * TERN_NOTIFY_MAX bytes.  The receiver queues up to TERN_NOTIFY_QUEUE;
+ * nothing is dropped: a send to a full queue fails TERN_ERR_BUSY (the
+ * receiver counts it in tern_notify_stats.refused) and the sender may try
+ * again.  Sends to one peer share one control connection, opened on the
+ * first send and kept (docs/api.md, Notifications). */
+#define TERN_NOTIFY_MAX 65536
+#define TERN_NOTIFY_QUEUE 1024
+/* Send a message to the segment's owner; returns once the peer queued it
+ * (0) or refused it (TERN_ERR_BUSY: its queue is full). */
 int tern_notify_send(tern_engine *engine, tern_segment_id id,
                      const char *name, const char *msg);
 /* Pop one received notification; returns 1 if one was written, 0 if none.
  * from/name/msg are NUL-terminated and truncated to their buffers. */
 int tern_notify_recv(tern_engine *engine, char *from, size_t fromlen,
                      char *name, size_t namelen, char *msg, size_t msglen);
+/* The same, waiting up to timeout_ms (-1: forever) for one: 1, or 0 when
+ * the time passed. */
+int tern_notify_recv_wait(tern_engine *engine, char *from, size_t fromlen,
+                          char *name, size_t namelen, char *msg, size_t msglen,
+                          int timeout_ms);
+/* An eventfd (EFD_NONBLOCK, owned by the engine: do not close it) that is
+ * readable while notifications are queued.  Poll it, then call
+ * tern_notify_recv until it returns 0; the fd is drained by
+ * tern_notify_recv, never read it yourself. */
+int tern_notify_fd(tern_engine *engine);
+
+typedef struct tern_notify_stats {
+    uint64_t received;  /* queued by this engine */
+    uint64_t delivered; /* popped by tern_notify_recv */
+    uint64_t refused;   /* sends refused because the queue was full */
+    uint64_t queued;    /* in the queue now */
+    uint64_t sent;      /* sends of this engine the peer accepted */
+    uint64_t send_failed; /* sends of this engine that returned an error */
+} tern_notify_stats;
+int tern_notify_stats_get(tern_engine *engine, tern_notify_stats *out);
 
 /* ---- batches ---------------------------------------------------------- */
 
@@ -183,6 +261,55 @@ const char *tern_batch_error(tern_batch *batch, size_t index);
 int tern_batch_free(tern_batch *batch);
 /* Requests submitted so far. */
 size_t tern_batch_size(const tern_batch *batch);
+
+/* An eventfd (EFD_NONBLOCK, owned by the batch: do not close it) that
+ * becomes readable when a request of the batch reaches its final status
+ * (and when a notification attached to the batch is handed over).  Poll
+ * it, then check with tern_batch_state or tern_batch_wait(batch, 0);
+ * tern_batch_wait and tern_batch_reset drain it.  Read it to clear it
+ * yourself if you poll again before calling those. */
+int tern_batch_fd(tern_batch *batch);
+
+/* Empty the batch for reuse once every request has its final status and
+ * no slice is held anywhere (COMPLETED/FAILED/INVALID/CANCELED, and a
+ * TIMEOUT's slices are back).  TERN_ERR_BUSY otherwise. */
+int tern_batch_reset(tern_batch *batch);
+
+/* End every WAITING/PENDING request CANCELED (error TERN_ERR_CANCELED).
+ * Returns the number of requests canceled.  Slices not yet handed to a
+ * transport are dropped; slices a transport holds are left to finish and
+ * ignored.  As with TIMEOUT, a canceled request is published at once and
+ * its memory may still be read or written until tern_batch_reset or
+ * tern_batch_free succeeds (both refuse with TERN_ERR_BUSY until every
+ * slice is back; tern_batch_inflight counts them). */
+int tern_batch_cancel(tern_batch *batch);
+/* Slices of the batch the core or a transport still holds. */
+long tern_batch_inflight(tern_batch *batch);
+
+/* tern_batch_submit, then send (name, msg) to segment `notify_seg` once
+ * every request of this call has COMPLETED: the peer receives it only
+ * after all their bytes are in its memory (for WRITE, in the target's).
+ * If a request of the call does not complete, the notification is not
+ * sent.  tern_batch_wait covers the notification: it returns once it was
+ * handed over (0) or has failed (its error, also in
+ * tern_batch_notify_error). One notification per call; several calls may
+ * each carry one. */
+int tern_batch_submit_with_notify(tern_batch *batch, const tern_request *reqs, size_t n,
+                                  tern_segment_id notify_seg, const char *name,
+                                  const char *msg);
+/* The outcome of the batch's notifications: 0 when all were sent (or none
+ * attached), 1 while one is pending, else the first one's error; the
+ * message is in why (may be NULL). */
+int tern_batch_notify_error(tern_batch *batch, char *why, size_t whylen);
+
+/* ---- one request ------------------------------------------------------ */
+
+/* Submit one request on a private batch and wait for it (timeout_ms -1:
+ * forever; on TERN_ERR_TIMEOUT the request is canceled and the call
+ * returns only once no transport holds its memory).  0 or the error. */
+int tern_transfer_sync(tern_engine *engine, tern_opcode opcode, void *local,
+                       tern_segment_id segment, uint64_t remote, uint64_t length,
+                       int timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,168 @@
+/* core/buffers.c: the named-buffer API: registering with a name or many
+ * regions at once (memory.c does the work), and listing or finding a
+ * peer's buffers from its descriptor, fetched again so that what the peer
+ * registered since it was opened is seen (the descriptor generation, see
+ * docs/architecture.md, Healing; docs/api.md, Memory). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_error.h"
+#include "engine_state.h"
+#include "log.h"
+#include "util.h"
+
+TERN_EXPORT int tern_register_memory_named(tern_engine *e, void *addr, size_t len,
+                                           const char *location, const char *name)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    tern_memory_region r = {addr, len, location, name && *name ? name : NULL};
+    return tern_register_memory_batch(e, &r, 1);
+}
+
+TERN_EXPORT int tern_register_memory_batch(tern_engine *e, const tern_memory_region *r,
+                                           size_t n)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_memory_register_many(&e->mem, r, n, msg, sizeof msg);
+    if (rc)
+        return tern_engine_fail(e, rc, "%s", msg);
+    tern_engine_clear_error(e);
+    return 0;
+}
+
+TERN_EXPORT int tern_unregister_memory_batch(tern_engine *e, void *const *addrs, size_t n)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_memory_unregister_many(&e->mem, addrs, n, msg, sizeof msg);
+    return rc ? tern_engine_fail(e, rc, "%s", msg) : 0;
+}
+
+/* Fetch the peer's descriptor unless one was fetched after this call
+ * began; the per-peer rate limit (at most one fetch per 100 ms) is waited
+ * out, so a registration the peer made before this call is seen. */
+static int refresh(tern_engine *e, tern_segment *s, char *err, size_t errlen)
+{
+    uint64_t since = tern_now_ns();
+    for (int tries = 0; tries < 3; tries++) {
+        uint64_t later = 0;
+        int rc = tern_segment_refetch(&e->segs, s, since, &later, err, errlen);
+        if (rc != TERN_REFETCH_LATER)
+            return rc < 0 ? rc : 0;
+        uint64_t now = tern_now_ms();
+        uint64_t ms = later > now ? later - now : 1;
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void info_from(const tern_buffer_desc *b, tern_buffer_info *o)
+{
+    memset(o, 0, sizeof *o);
+    tern_strlcpy(o->name, b->app_name, sizeof o->name);
+    tern_strlcpy(o->location, b->location, sizeof o->location);
+    o->addr = b->addr;
+    o->length = b->length;
+}
+
+/* Copy the cached descriptor's buffers; returns the count or an error. */
+static int list_cached(tern_engine *e, tern_segment *s, tern_buffer_info *out, size_t max)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    if (!s->used || !s->desc) {
+        pthread_rwlock_unlock(&s->lock);
+        return tern_engine_fail(e, TERN_ERR_CLOSED, "segment %s was closed", s->name);
+    }
+    size_t n = s->desc->nbuffers;
+    for (size_t i = 0; i < n && i < max; i++)
+        info_from(&s->desc->buffers[i], &out[i]);
+    pthread_rwlock_unlock(&s->lock);
+    return (int)n;
+}
+
+static int find_cached(tern_segment *s, const char *name, tern_buffer_info *out)
+{
+    int found = 0;
+    pthread_rwlock_rdlock(&s->lock);
+    for (size_t i = 0; s->desc && i < s->desc->nbuffers && !found; i++)
+        if (strcmp(s->desc->buffers[i].app_name, name) == 0) {
+            if (out)
+                info_from(&s->desc->buffers[i], out);
+            found = 1;
+        }
+    pthread_rwlock_unlock(&s->lock);
+    return found;
+}
+
+static tern_segment *open_seg(tern_engine *e, tern_segment_id id, const char *what)
+{
+    tern_segment *s = tern_segments_get(&e->segs, id);
+    if (!s)
+        tern_engine_fail(e, TERN_ERR_NOT_FOUND, "%s: no open segment %d", what, (int)id);
+    return s;
+}
+
+TERN_EXPORT int tern_segment_buffers(tern_engine *e, tern_segment_id id, tern_buffer_info *out,
+                                     size_t max)
+{
+    if (!e || (!out && max))
+        return e ? tern_engine_fail(e, TERN_ERR_INVAL, "segment_buffers: out is NULL, max %zu",
+                                    max)
+                 : TERN_ERR_INVAL;
+    if (id == TERN_LOCAL_SEGMENT)
+        return (int)tern_memory_list(&e->mem, out, max);
+    tern_segment *s = open_seg(e, id, "segment_buffers");
+    if (!s)
+        return TERN_ERR_NOT_FOUND;
+    char msg[TERN_ERRMSG_MAX] = "";
+    if (refresh(e, s, msg, sizeof msg) != 0) /* unreachable: the cache answers */
+        tern_log((void *)e->cfg, TERN_LOG_WARN,
+                 "segment_buffers: refetching %s failed, listing the cached descriptor: %s",
+                 s->name, msg);
+    return list_cached(e, s, out, max);
+}
+
+TERN_EXPORT int tern_segment_buffer_find(tern_engine *e, tern_segment_id id, const char *name,
+                                         tern_buffer_info *out)
+{
+    if (!e || !name || !*name)
+        return e ? tern_engine_fail(e, TERN_ERR_INVAL, "segment_buffer_find: name is empty")
+                 : TERN_ERR_INVAL;
+    if (id == TERN_LOCAL_SEGMENT) {
+        size_t n = tern_memory_list(&e->mem, NULL, 0);
+        tern_buffer_info *all = calloc(n ? n : 1, sizeof *all);
+        if (!all)
+            return tern_engine_fail(e, TERN_ERR_NOMEM, "segment_buffer_find: out of memory");
+        n = tern_memory_list(&e->mem, all, n);
+        int rc = TERN_ERR_NOT_FOUND;
+        for (size_t i = 0; i < n && rc; i++)
+            if (strcmp(all[i].name, name) == 0) {
+                if (out)
+                    *out = all[i];
+                rc = 0;
+            }
+        free(all);
+        return rc ? tern_engine_fail(e, rc, "segment_buffer_find: no buffer named \"%s\" "
+                                     "registered on this engine", name)
+                  : 0;
+    }
+    tern_segment *s = open_seg(e, id, "segment_buffer_find");
+    if (!s)
+        return TERN_ERR_NOT_FOUND;
+    if (find_cached(s, name, out))
+        return 0;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = refresh(e, s, msg, sizeof msg);
+    if (find_cached(s, name, out))
+        return 0;
+    return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
+                            "segment_buffer_find: segment %s has no buffer named \"%s\"%s%s",
+                            s->name, name, rc ? "; refetching its descriptor failed: " : "",
+                            rc ? msg : "");
+}
