@@ -282,6 +282,13 @@ void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref)
     ep_close(s, e);
 }
 
+void tern_epstore_hold(tern_ep_ref *ref)
+{
+    ep_entry *e = (ep_entry *)ref;
+    if (e)
+        atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
 int tern_epstore_release_deferred(tern_epstore *s, tern_ep_ref *ref)
 {
     ep_entry *e = (ep_entry *)ref;

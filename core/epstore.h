@@ -32,6 +32,11 @@ tern_ep_ref *tern_epstore_get(tern_epstore *s, const char *key, void **ep);
 int tern_epstore_insert(tern_epstore *s, const char *key, void *ep_in, void **ep,
                         tern_ep_ref **ref);
 void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref);
+/* One more hold on an endpoint already held through ref (release it like
+ * any other).  The submitter keeps one across a transport's submit call:
+ * the slices' own holds may all drop inside it, when the transport
+ * completes them before it returns. */
+void tern_epstore_hold(tern_ep_ref *ref);
 /* Release without closing on this thread: when it was the last reference
  * of a removed endpoint, the endpoint waits for tern_epstore_reap()
  * (returns 1 then).  For threads that must not call ep_close, e.g. a

@@ -48,6 +48,11 @@ static void submit_group(tern_engine *e, tern_xport *x, void *ep, tern_cslice **
 {
     tern_slice *arr[256];
     int done = 0, spun_us = 0;
+    /* The slices hold the endpoint, but a transport may complete every one
+     * of them inside submit() (and the last hold may then close it): keep
+     * one of our own until we stop calling it. */
+    tern_ep_ref *hold = n > 0 ? cs[0]->ref : NULL;
+    tern_epstore_hold(hold);
     while (done < n) {
         int k = n - done < 256 ? n - done : 256;
         for (int i = 0; i < k; i++)
@@ -64,7 +69,7 @@ static void submit_group(tern_engine *e, tern_xport *x, void *ep, tern_cslice **
         } else if (rc == 0 && !worker && spun_us >= APP_FULL_SPIN_US) {
             for (int i = done; i < n; i++)
                 requeue(e, cs[i]);
-            return;
+            break;
         } else if (rc == 0) {
             sleep_us(50); /* the transport's queue is full: it drains on its own */
             spun_us += 50;
@@ -73,6 +78,7 @@ static void submit_group(tern_engine *e, tern_xport *x, void *ep, tern_cslice **
         }
         done += rc;
     }
+    tern_epstore_release_deferred(x->eps, hold);
 }
 
 /* The stager hands a slice back once its bytes are in a staging buffer. */

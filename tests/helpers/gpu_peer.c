@@ -132,8 +132,16 @@ static int initiator(int gpu, size_t len, const char *name, uint64_t raddr)
     tern_engine *e = engine();
     uint8_t *l = e ? buffer(e, gpu, len) : NULL, *back = e ? buffer(e, gpu, len) : NULL;
     uint8_t *pat = malloc(len), *got = malloc(len);
-    if (!l || !back || !pat || !got)
+    if (!l || !back || !pat || !got) { /* e.g. no driver: said by buffer() */
+        free(pat);
+        free(got);
+        if (gpu < 0) {
+            free(l);
+            free(back);
+        }
+        tern_engine_destroy(e);
         return 2;
+    }
     for (size_t i = 0; i < len; i++)
         pat[i] = (uint8_t)(i * 131u + (i >> 11) + 7u);
     if (put(e, gpu, l, pat, len) || tern_register_memory(e, l, len, NULL) ||
@@ -176,6 +184,9 @@ static int initiator(int gpu, size_t len, const char *name, uint64_t raddr)
     if (gpu >= 0) {
         tern_gpu_free(e, l);
         tern_gpu_free(e, back);
+    } else {
+        free(l);
+        free(back);
     }
     tern_engine_destroy(e);
     free(pat);
@@ -203,8 +214,11 @@ static int refusals(int gpu)
     size_t len = 1 << 20;
     void *d = e ? buffer(e, gpu, len) : NULL;
     void *h = malloc(len);
-    if (!d || !h)
+    if (!d || !h) {
+        free(h);
+        tern_engine_destroy(e);
         return 2;
+    }
     char other[32], own[32];
     snprintf(other, sizeof other, "cuda:%d", gpu + 1);
     snprintf(own, sizeof own, "cuda:%d", gpu);

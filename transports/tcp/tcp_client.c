@@ -654,10 +654,16 @@ void tcp_ep_close(void *vep)
         pthread_mutex_unlock(&c->mu);
     }
     done_flush(ctx, &d);
-    atomic_store(&ep->refs, ep->nconn);
-    for (int i = 0; i < ep->nconn; i++)
+    /* One reference per connection, plus ours while we post: an I/O thread
+     * may run its command (and drop the last of the others) before this
+     * loop has read ep->nconn again. */
+    int n = ep->nconn;
+    atomic_store(&ep->refs, n + 1);
+    for (int i = 0; i < n; i++)
         while (tcp_worker_post(ep->conns[i].io.w, conn_unlist_cmd, &ep->conns[i]) != 0)
             sched_yield(); /* out of memory: a command is 40 bytes, wait for one */
+    if (atomic_fetch_sub(&ep->refs, 1) == 1)
+        ep_free(ep);
 }
 
 /* The least loaded open connection; opens another while that one has more
