@@ -255,6 +255,10 @@ Test(tcp_pool, a_deep_queue_opens_connections_and_idle_ones_close)
     for (size_t i = 0; i < (size_t)N * LEN; i++)
         src[i] = (uint8_t)(i * 7 + (i >> 16));
     void *ep = ep_to(in, tg);
+    /* The target accepts on its own I/O thread: count fds once it has. */
+    for (int i = 0; i < 500 && query_count(tg, "incoming connections") < 1; i++)
+        usleep(10000);
+    cr_assert_eq(query_count(tg, "incoming connections"), 1, "the target took the connection");
     int fd_one = count_dir("/proc/self/fd");
     cr_assert_eq(query_count(in, "connects"), 1, "ep_connect opens one connection");
     static tern_slice s[N];
