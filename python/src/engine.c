@@ -67,7 +67,7 @@ static PyGetSetDef reg_getset[] = {
     {"address", (getter)reg_get_address, NULL, "first byte of the registered memory", NULL},
     {"length", (getter)reg_get_length, NULL, "bytes registered", NULL},
     {"obj", (getter)reg_get_obj, NULL,
-     "the object kept alive by this registration (the buffer, or owner=), or None", NULL},
+     "the object kept alive by this registration (the buffer, or keep=), or None", NULL},
     {"name", (getter)reg_get_name, NULL, "the application's name for it, or None", NULL},
     {"location", (getter)reg_get_location, NULL,
      "the location given at registration ('cpu:0'), or None when detected", NULL},
@@ -466,7 +466,7 @@ static int reg_fill_from_address(RegObject *r, PyObject *obj, PyObject *length,
 
 static PyObject *engine_register(EngineObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"obj", "length", "name", "location", "owner", NULL};
+    static char *kwlist[] = {"obj", "length", "name", "location", "keep", NULL};
     PyObject *obj, *length = Py_None, *name = Py_None, *location = Py_None, *owner = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO$O:register", kwlist, &obj, &length,
                                      &name, &location, &owner))
@@ -820,11 +820,11 @@ static PyMethodDef engine_methods[] = {
     {"__enter__", (PyCFunction)engine_enter, METH_NOARGS, "Return the engine."},
     {"__exit__", (PyCFunction)engine_exit, METH_VARARGS, "close() the engine."},
     {"register", CF(engine_register), KW,
-     "register(obj, length=None, name=None, location=None, *, owner=None) -> int\n\n"
+     "register(obj, length=None, name=None, location=None, *, keep=None) -> int\n\n"
      "Register memory with every loaded transport and publish it; returns its\n"
      "address.  obj is an object with the buffer protocol (bytearray, writable\n"
      "memoryview, contiguous numpy array), kept alive until unregister(), or\n"
-     "an int address (torch's tensor.data_ptr()) with length=; owner= is then\n"
+     "an int address (torch's tensor.data_ptr()) with length=; keep= is then\n"
      "kept alive instead.  length registers a prefix of a buffer.  name: the\n"
      "application's name for it ('kv/layer0'), by which peers find it\n"
      "(Engine.buffer(segment, name)).  location: 'cpu:0'..., None to detect\n"

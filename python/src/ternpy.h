@@ -41,7 +41,7 @@ typedef struct RegObject {
     PyObject_HEAD
     uintptr_t addr;
     size_t len;
-    PyObject *owner;    /* the registered object, or owner=, or None */
+    PyObject *owner;    /* the registered object, or keep=, or None */
     Py_buffer view;     /* held while registered: the object cannot resize */
     int has_view;
     PyObject *name;     /* str or None */

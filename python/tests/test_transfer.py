@@ -113,7 +113,7 @@ def test_int_address_with_owner(engine, peer):
     """The torch-style path: data_ptr() plus the owner kept alive."""
     arr = np.frombuffer(pattern(9, 1 << 16), dtype=np.uint8).copy()
     ref = weakref.ref(arr)
-    addr = engine.register(arr.ctypes.data, arr.nbytes, owner=arr)
+    addr = engine.register(arr.ctypes.data, arr.nbytes, keep=arr)
     del arr
     gc.collect()
     assert ref() is not None
