@@ -254,6 +254,9 @@ static int parse_reply(const char *reply, const char *peer, char *err, size_t er
     int rc = 0;
     if (o && json_object_object_get_ex(o, "ok", &v) && json_object_get_boolean(v)) {
         rc = 0;
+    } else if (o && json_object_object_get_ex(o, "notify_msg", &v) &&
+               strcmp(json_object_get_string(v), "success") == 0) {
+        rc = 0; /* a Mooncake engine's answer (docs/protocol.md, Mooncake compatibility) */
     } else if (o && json_object_object_get_ex(o, "busy", &v) && json_object_get_boolean(v)) {
         json_object_object_get_ex(o, "reply_msg", &v);
         rc = tern_errf(err, errlen, TERN_ERR_BUSY, "notify to %s: refused: %s", peer,
