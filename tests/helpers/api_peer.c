@@ -70,6 +70,8 @@ static int recv_mode(tern_engine *e, size_t len)
     }
     printf("RESULT rounds=%u bad=%u\n", rounds, bad);
     fflush(stdout);
+    tern_unregister_memory(e, buf);
+    free(buf);
     return 0;
 }
 
