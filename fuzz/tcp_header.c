@@ -13,11 +13,13 @@
 #include "tcp_internal.h"
 #include "tcp_wire.h"
 
+/* Host ranges (gpu -1), each held once by the table (refs 1), so a pin and
+ * its unpin never free them. */
 static tcp_mr ranges[] = {
-    {0x1000, 0x1000, 1},
-    {0x2000, 0x10, 2}, /* adjacent to the first */
-    {0x7f0000000000ull, 1ull << 30, 3},
-    {UINT64_MAX - 0xfff, 0x1000, 4}, /* ends exactly at 2^64 */
+    {0x1000, 0x1000, 1, -1, 1, 0, 0},
+    {0x2000, 0x10, 2, -1, 1, 0, 0}, /* adjacent to the first */
+    {0x7f0000000000ull, 1ull << 30, 3, -1, 1, 0, 0},
+    {UINT64_MAX - 0xfff, 0x1000, 4, -1, 1, 0, 0}, /* ends exactly at 2^64 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -39,9 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (memcmp(again, data + off, TCP_REQ_SIZE) != 0)
             abort(); /* decode/encode must round-trip byte-exactly */
         tcp_req_decode(again, &q2);
-        const tcp_mr *m = tcp_mr_find(ctx, q.addr, q.length);
+        tcp_mr *m = tcp_mr_pin(ctx, q.addr, q.length); /* the target's own lookup */
         if (!m)
             continue;
+        tcp_mr_unpin(m);
         if (q.length == 0 || q.addr < m->addr || q.addr + q.length < q.addr ||
             q.addr - m->addr > m->len || q.length > m->len - (q.addr - m->addr)) {
             fprintf(stderr, "accepted [%#llx, +%#llx) outside [%#llx, +%#llx)\n",
