@@ -284,7 +284,7 @@ void tcp_complete(tcp_ctx *ctx, tern_slice *s)
 void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
 {
     uint64_t now = tcp_now_ms(), last = atomic_load(&rl->last_ms);
-    if (last && now - last < 1000) {
+    if (last && tcp_since(now, last) < 1000) {
         atomic_fetch_add(&rl->skipped, 1);
         return;
     }
@@ -300,7 +300,7 @@ void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
     uint64_t skipped = atomic_exchange(&rl->skipped, 0);
     if (skipped)
         tcp_log(ctx, TERN_LOG_WARN, "%s (%" PRIu64 " more like it in the last %" PRIu64
-                " ms not shown)", msg, skipped, last ? now - last : 0);
+                " ms not shown)", msg, skipped, last ? tcp_since(now, last) : 0);
     else
         tcp_log(ctx, TERN_LOG_WARN, "%s", msg);
 }

@@ -421,13 +421,14 @@ static void conn_on_tick(tcp_io *io, uint64_t now)
     tcp_ctx *ctx = c->ep->ctx;
     done_list d = {0};
     pthread_mutex_lock(&c->mu);
-    if (c->io.fd >= 0 && c->count && now - c->last_progress_ms > (uint64_t)ctx->io_timeout_ms) {
+    if (c->io.fd >= 0 && c->count &&
+        tcp_since(now, c->last_progress_ms) > (uint64_t)ctx->io_timeout_ms) {
         char why[96];
         snprintf(why, sizeof why, "no progress for %d ms (io_timeout)", ctx->io_timeout_ms);
         c->fresh = 0; /* a stalled peer may have applied something: no resend */
         conn_break(c, &d, TERN_ERR_TIMEOUT, why);
     } else if (c->io.fd >= 0 && c->idx > 0 && !c->count && ctx->opt_idle_close_ms > 0 &&
-               now - c->last_used_ms > (uint64_t)ctx->opt_idle_close_ms) {
+               tcp_since(now, c->last_used_ms) > (uint64_t)ctx->opt_idle_close_ms) {
         conn_close_fd(c); /* idle extra connection: the pool shrinks again */
         conn_reset_stream(c);
         atomic_store(&c->state, TCP_C_OFF);

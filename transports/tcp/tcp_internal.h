@@ -196,6 +196,13 @@ void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
 int tcp_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 uint64_t tcp_now_ms(void);
+/* Milliseconds from `then` to `now`, 0 when `then` is later: a tick samples
+ * its clock once, and a submitting thread may stamp a connection after
+ * that; an unsigned difference would wrap to "forever ago". */
+static inline uint64_t tcp_since(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
 const char *tcp_errname(int code);
 void tcp_sock_tune(tcp_ctx *ctx, int fd);
 void tcp_complete(tcp_ctx *ctx, tern_slice *s);

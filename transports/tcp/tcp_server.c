@@ -654,7 +654,7 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
     tcp_srv_conn *c = (tcp_srv_conn *)io;
     tcp_ctx *ctx = c->ctx;
     if (!c->proven && ctx->opt_unproven_idle_ms > 0 &&
-        now - c->born_ms > (uint64_t)ctx->opt_unproven_idle_ms) {
+        tcp_since(now, c->born_ms) > (uint64_t)ctx->opt_unproven_idle_ms) {
         srv_close(c, TERN_LOG_DEBUG, "a stranger that proved nothing (unproven_idle_ms)");
         return;
     }
@@ -665,12 +665,12 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
         return;
     }
     uint64_t win = (uint64_t)ctx->opt_progress_window_ms;
-    if (c->starved && now - c->last_bytes_ms > (uint64_t)ctx->io_timeout_ms) {
+    if (c->starved && tcp_since(now, c->last_bytes_ms) > (uint64_t)ctx->io_timeout_ms) {
         atomic_fetch_add(&ctx->st_slow_cut, 1);
         srv_close(c, TERN_LOG_WARN, "no progress for io_timeout");
         return;
     }
-    if (now - c->win_start < win)
+    if (tcp_since(now, c->win_start) < win)
         return;
     if (ctx->opt_progress_min_rate && c->starved &&
         c->win_bytes * 1000 < ctx->opt_progress_min_rate * win) {
@@ -678,7 +678,7 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
         tcp_warn_limited(ctx, &ctx->rl_slow,
                          "cutting data connection from %s: %" PRIu64 " B in %" PRIu64
                          " ms, below progress_min_rate %" PRIu64 " B/s", c->peer,
-                         c->win_bytes, now - c->win_start, ctx->opt_progress_min_rate);
+                         c->win_bytes, tcp_since(now, c->win_start), ctx->opt_progress_min_rate);
         srv_close(c, TERN_LOG_DEBUG, NULL);
         return;
     }
