@@ -12,7 +12,9 @@ set_tests_properties(vm_accel PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
                      PROCESSORS 2 RUN_SERIAL TRUE)
 
 if(TARGET tern_rdma)
-  add_executable(tern_rdma_vm_suite ${CMAKE_CURRENT_LIST_DIR}/rdma_vm_suite.c)
+  add_executable(tern_rdma_vm_suite ${CMAKE_CURRENT_LIST_DIR}/rdma_vm_suite.c
+                 ${CMAKE_CURRENT_LIST_DIR}/rdma_vm_concurrent.c
+                 ${CMAKE_CURRENT_LIST_DIR}/rdma_vm_pair.c)
   target_link_libraries(tern_rdma_vm_suite PRIVATE tern_internal ${CRITERION_LIB})
   add_dependencies(tern_rdma_vm_suite tern_rdma)
   if(TARGET tern-bench)
