@@ -166,7 +166,7 @@ Test(discover, given_missing_and_bad_numa)
 /* A kernel without /sys/devices/system/node: only the wildcard. */
 Test(discover, no_numa_directory)
 {
-    tern_topology *t = discover(TERN_TEST_DIR "/support/fixtures/sysfs/no-such-root", 2, NULL, 0, 0);
+    tern_topology *t = discover(FIX "no-such-root", 2, NULL, 0, 0);
     assert_json(t, "{\"*\":[[\"mlx5_0\",\"mlx5_1\"],[]]}");
     cr_assert_eq(tern_topology_select(t, "cpu:0", 0, NULL) >= 0, 1);
     tern_topology_free(t);
