@@ -6,9 +6,7 @@
  *  - A peer that restarts at the same address is reached again on the SAME
  *    open segment: the core refetches its descriptor once the old process
  *    is gone.
- * Both need the core's negotiation fallback and segment healing; tests/
- * shm.cmake registers this test DISABLED until the core has them (turn it
- * on with -DTERN_TEST_SHM_FALLBACK=ON). */
+ * Both rest on the core's negotiation fallback and segment healing. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
