@@ -4,7 +4,7 @@
 #
 # For each Mooncake tag whose transfer_engine_bench is given
 # (TERN_MOONCAKE_BENCH_V0310, TERN_MOONCAKE_BENCH_V0312; built by
-# tests/mooncake/build-mooncake.sh), each op (OPS, default "write read")
+# tests/system/mooncake/build-mooncake.sh), each op (OPS, default "write read")
 # and block size (64K, 1M), back to back, the same shape on both:
 #   Mooncake: transfer_engine_bench target + initiator, --protocol=tcp,
 #             P2PHANDSHAKE, --batch_size=16 --threads=1, SECONDS_PER_RUN s
@@ -26,7 +26,7 @@ declare -A MC=()
 [ -n "${TERN_MOONCAKE_BENCH_V0312:-}" ] && MC[v0.3.12.post1]=$TERN_MOONCAKE_BENCH_V0312
 if [ ${#MC[@]} -eq 0 ]; then
     echo "mooncake_vs_tern: set TERN_MOONCAKE_BENCH_V0310 and/or TERN_MOONCAKE_BENCH_V0312" \
-         "(tests/mooncake/build-mooncake.sh prints where it built them)" >&2
+         "(tests/system/mooncake/build-mooncake.sh prints where it built them)" >&2
     exit 1
 fi
 if [ -z "${TERN_MC_IN_NETNS:-}" ]; then

@@ -11,7 +11,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/
 # Documentation and example sources: <prefix>/share/doc/tern (docs/*.md and
 # README.md), <prefix>/share/tern/examples (examples/, installed from
 # examples/CMakeLists.txt) and <prefix>/share/tern/plugins/memcpy (the
-# example transport, built out of tree by tests/test_install.sh).
+# example transport, built out of tree by tests/system/test_install.sh).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
         FILES_MATCHING PATTERN "*.md")
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -14,7 +14,7 @@ PKGS=(
   redis-server etcd-server iperf3 python3
   # the Python binding (python/): headers, venv for `pip install`, its tests
   python3-dev python3-venv python3-setuptools python3-wheel python3-pytest python3-numpy
-  # the Soft-RoCE VM (tests/vm): qemu, a busybox initrd, verbs userland
+  # the Soft-RoCE VM (tests/system/vm): qemu, a busybox initrd, verbs userland
   qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils
   cpio kmod iproute2
   # sanitizers and memcheck

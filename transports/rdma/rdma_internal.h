@@ -1,7 +1,7 @@
 /* transports/rdma: internal interface of the RDMA verbs transport.
  *
  * rdma_attr.c holds the PURE parts: nothing there touches a device, so
- * tests/test_rdma_pure.c checks them without RDMA hardware.  They decide
+ * tests/transports/test_rdma_pure.c checks them without RDMA hardware.  They decide
  * the MTU, the GID index and the exact ibv_qp_attr + mask of each QP
  * transition (docs/rdma.md), and format/parse what travels in the
  * handshake.  rdma.c is the plugin itself (devices, endpoints, data path).

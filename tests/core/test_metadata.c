@@ -1,0 +1,521 @@
+/* tests/core/test_metadata.c: one metadata suite (publish, fetch, update, list,
+ * unpublish, not found) run over p2p, redis:// and etcd://, against real
+ * redis-server and etcd processes this test starts on loopback; plus stores
+ * that are down, black-holed, or die mid-way: a clear error in time. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "desc.h"
+#include "handshake.h"
+#include "metadata.h"
+#include "tern/errors.h"
+#include "util.h"
+
+static char err[1024];
+
+/* ---- helpers: ports, child services ---- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t sl = sizeof a;
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    getsockname(fd, (struct sockaddr *)&a, &sl);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* A socket that listens but never accepts: connects succeed, nothing answers. */
+static int black_hole(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t sl = sizeof a;
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    listen(fd, 16);
+    getsockname(fd, (struct sockaddr *)&a, &sl);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int have_binary(const char *name)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
+    return system(cmd) == 0;
+}
+
+static pid_t spawn(char *const argv[])
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        int nul = open("/dev/null", O_RDWR);
+        dup2(nul, 1);
+        dup2(nul, 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Send req to 127.0.0.1:port and check the answer contains want. */
+static int answers(int port, const char *req, const char *want)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int ok = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        tern_io_write_all(fd, req, strlen(req), 500) == 0) {
+        char buf[1024];
+        size_t n = 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        while (n < sizeof buf - 1 && poll(&p, 1, 500) > 0) {
+            ssize_t r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            buf[n] = '\0';
+            if (strstr(buf, want)) {
+                ok = 1;
+                break;
+            }
+        }
+    }
+    close(fd);
+    return ok;
+}
+
+static void wait_ready(pid_t pid, int port, const char *req, const char *want, const char *what)
+{
+    for (int i = 0; i < 200; i++) {
+        if (answers(port, req, want))
+            return;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            cr_assert_fail("%s exited before answering on port %d", what, port);
+        usleep(50 * 1000);
+    }
+    cr_assert_fail("%s did not answer on port %d within 10 s", what, port);
+}
+
+static void stop(pid_t pid)
+{
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+static pid_t start_redis(int *port)
+{
+    if (!have_binary("redis-server"))
+        cr_skip_test("redis-server not installed (Debian package redis-server)");
+    *port = free_port();
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", *port);
+    char *argv[] = {"redis-server", "--port", ps, "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", NULL};
+    pid_t pid = spawn(argv);
+    wait_ready(pid, *port, "PING\r\n", "+PONG", "redis-server");
+    return pid;
+}
+
+static char etcd_dir[256];
+
+static pid_t start_etcd(int *port)
+{
+    if (!have_binary("etcd"))
+        cr_skip_test("etcd not installed (Debian package etcd-server)");
+    *port = free_port();
+    int peer = free_port();
+    snprintf(etcd_dir, sizeof etcd_dir, "/tmp/tern-etcd-XXXXXX");
+    cr_assert_not_null(mkdtemp(etcd_dir));
+    char client[64], peers[64], cluster[96];
+    snprintf(client, sizeof client, "http://127.0.0.1:%d", *port);
+    snprintf(peers, sizeof peers, "http://127.0.0.1:%d", peer);
+    snprintf(cluster, sizeof cluster, "default=%s", peers);
+    char *argv[] = {"etcd", "--name", "default", "--data-dir", etcd_dir,
+                    "--listen-client-urls", client, "--advertise-client-urls", client,
+                    "--listen-peer-urls", peers, "--initial-advertise-peer-urls", peers,
+                    "--initial-cluster", cluster, NULL};
+    pid_t pid = spawn(argv);
+    wait_ready(pid, *port, "GET /health HTTP/1.0\r\n\r\n", "\"health\":\"true\"", "etcd");
+    return pid;
+}
+
+static void stop_etcd(pid_t pid)
+{
+    stop(pid);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", etcd_dir);
+    if (etcd_dir[0] && system(cmd) != 0)
+        cr_log_warn("could not remove %s", etcd_dir);
+}
+
+/* ---- configuration ---- */
+
+static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
+
+/* "Failed in time" bound for operations under an 800 ms timeout: long
+ * enough for a loaded 2-core machine, still below the 5 s default, so a
+ * configured timeout that is ignored is caught. */
+#define IN_TIME_MS 4500
+
+static tern_config cfg_for(const char *uri, const char *cluster, int timeout_ms)
+{
+    tern_config c = {0};
+    c.metadata = (char *)uri;
+    c.cluster_id = (char *)cluster;
+    c.plugin_path = plugin_dirs;
+    c.nplugin_path = 1;
+    c.connect_timeout_ms = timeout_ms;
+    c.io_timeout_ms = timeout_ms;
+    c.handshake_max_frame = 1 << 20;
+    return c;
+}
+
+static tern_metadata *open_md(const char *uri, const char *cluster)
+{
+    tern_config c = cfg_for(uri, cluster, 2000);
+    tern_metadata *md = NULL;
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s: %s", uri, err);
+    return md;
+}
+
+/* ---- the shared suite ---- */
+
+static char *descriptor(const char *name, uint64_t ts, uint64_t addr)
+{
+    tern_segment_desc d = {0};
+    tern_buffer_desc b = {0};
+    tern_buffer_keys k = {.transport = "tcp"};
+    tern_seg_transport t = {.name = "tcp"};
+    snprintf(d.name, sizeof d.name, "%s", name);
+    strcpy(d.protocol, "tcp");
+    d.timestamp = ts;
+    strcpy(b.location, "cpu:0");
+    b.addr = addr;
+    b.length = 4096;
+    b.keys = &k;
+    b.nkeys = 1;
+    d.buffers = &b;
+    d.nbuffers = 1;
+    d.transports = &t;
+    d.ntransports = 1;
+    return tern_segment_desc_encode(&d);
+}
+
+typedef struct seen {
+    char names[8][300];
+    int n;
+} seen;
+
+static int on_segment(void *arg, const char *name)
+{
+    seen *s = arg;
+    if (s->n < 8)
+        snprintf(s->names[s->n++], sizeof s->names[0], "%s", name);
+    return 0;
+}
+
+static int listed(tern_metadata *md, const char *name)
+{
+    seen s = {.n = 0};
+    cr_assert_eq(tern_metadata_list(md, on_segment, &s, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < s.n; i++)
+        if (strcmp(s.names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void expect_not_found(tern_metadata *md, const char *seg)
+{
+    char *json = (char *)0x1;
+    int rc = tern_metadata_fetch(md, seg, &json, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_NOT_FOUND, "%s: %s (%s)", seg, tern_strerror(rc), err);
+    cr_assert_null(json);
+    cr_assert(strstr(err, seg) || strstr(err, "segment"), "%s", err);
+}
+
+/* pub publishes seg; rd (another handle, as a peer would) reads it. */
+static void suite(tern_metadata *pub, tern_metadata *rd, const char *seg)
+{
+    expect_not_found(rd, seg);
+    char *v1 = descriptor(seg, 1, 0x10000);
+    cr_assert_eq(tern_metadata_publish(pub, seg, v1, err, sizeof err), 0, "%s", err);
+    char *got = NULL;
+    cr_assert_eq(tern_metadata_fetch(rd, seg, &got, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(got, v1);
+    tern_segment_desc *d = NULL;
+    cr_assert_eq(tern_segment_desc_decode(got, strlen(got), &d, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(d->name, seg);
+    tern_segment_desc_free(d);
+    free(got);
+    /* Update (memory registered): the new descriptor replaces the old. */
+    char *v2 = descriptor(seg, 2, 0x20000);
+    cr_assert_eq(tern_metadata_publish(pub, seg, v2, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(tern_metadata_fetch(rd, seg, &got, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(got, v2);
+    free(got);
+    cr_assert(listed(pub, seg), "list shows %s", seg);
+    /* Clean shutdown removes it. */
+    cr_assert_eq(tern_metadata_unpublish(pub, seg, err, sizeof err), 0, "%s", err);
+    expect_not_found(rd, seg);
+    cr_assert(!listed(pub, seg));
+    free(v1);
+    free(v2);
+    /* Bad segment names are refused before any I/O. */
+    cr_assert_eq(tern_metadata_publish(pub, "", "{}", err, sizeof err), TERN_ERR_INVAL);
+}
+
+/* ---- p2p ---- */
+
+static int md_handler(void *arg, int type, const char *json, size_t len, char **reply,
+                      size_t *replylen)
+{
+    if (type != TERN_HS_METADATA)
+        return TERN_ERR_NOT_SUPPORTED;
+    return tern_metadata_hs_reply(arg, json, len, reply, replylen);
+}
+
+Test(p2p, suite)
+{
+    tern_metadata *pub = open_md("p2p", "t");
+    cr_assert_str_eq(tern_metadata_backend(pub), "p2p");
+    tern_hs_options o = {.bind_host = "127.0.0.1", .handler = md_handler, .arg = pub};
+    tern_hs_server *s = NULL;
+    cr_assert_eq(tern_hs_server_start(&o, &s, err, sizeof err), 0, "%s", err);
+    char seg[64];
+    snprintf(seg, sizeof seg, "127.0.0.1:%u", tern_hs_server_port(s));
+    tern_metadata *rd = open_md(NULL, "t"); /* NULL = the default, p2p */
+    cr_assert_str_eq(tern_metadata_backend(rd), "p2p");
+    suite(pub, rd, seg);
+    char *local = tern_metadata_local_json(pub);
+    cr_assert_null(local, "nothing served after unpublish");
+    tern_hs_server_stop(s);
+    /* The peer's daemon is gone: a connect error naming it, quickly. */
+    char *json = NULL;
+    uint64_t t0 = tern_now_ms();
+    int rc = tern_metadata_fetch(rd, seg, &json, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_CONNECT, "%s", err);
+    cr_assert(strstr(err, seg) || strstr(err, "127.0.0.1"), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+    tern_metadata_close(rd);
+    tern_metadata_close(pub);
+}
+
+Test(p2p, unknown_scheme_and_garbage_uri)
+{
+    tern_config c = cfg_for("nosuch://h:1", "t", 500);
+    tern_metadata *md = NULL;
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
+    cr_assert(strstr(err, "libtern-meta-nosuch.so"), "%s", err);
+    cr_assert(strstr(err, plugin_dirs[0]), "names the directories searched: %s", err);
+    c = cfg_for("redis", "t", 500);
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG);
+    c = cfg_for("../../x://h", "t", 500);
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG, "%s", err);
+}
+
+/* ---- redis ---- */
+
+static void two_clusters(const char *uri)
+{
+    /* Same store, two cluster ids: neither sees the other's segments. */
+    tern_metadata *a = open_md(uri, "alpha"), *b = open_md(uri, "beta");
+    char *v = descriptor("n:1", 5, 0x1000);
+    cr_assert_eq(tern_metadata_publish(a, "n:1", v, err, sizeof err), 0, "%s", err);
+    expect_not_found(b, "n:1");
+    cr_assert(listed(a, "n:1"));
+    cr_assert(!listed(b, "n:1"));
+    char key[256];
+    cr_assert_eq(tern_metadata_key(a, "n:1", key, sizeof key), 0);
+    cr_assert_str_eq(key, "tern/alpha/segments/n:1");
+    tern_metadata_unpublish(a, "n:1", err, sizeof err);
+    free(v);
+    tern_metadata_close(a);
+    tern_metadata_close(b);
+}
+
+Test(redis, suite, .timeout = 60)
+{
+    int port;
+    pid_t pid = start_redis(&port);
+    char uri[64];
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
+    tern_metadata *pub = open_md(uri, "t"), *rd = open_md(uri, "t");
+    cr_assert_str_eq(tern_metadata_backend(pub), "redis");
+    suite(pub, rd, "10.0.0.7:12001");
+    two_clusters(uri);
+    tern_metadata_close(pub);
+    tern_metadata_close(rd);
+    /* A database number selects another keyspace. */
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/3", port);
+    pub = open_md(uri, "t");
+    rd = open_md(uri, "t");
+    suite(pub, rd, "[fe80::1]:12001");
+    tern_metadata_close(pub);
+    tern_metadata_close(rd);
+    stop(pid);
+}
+
+Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
+{
+    int port = free_port();
+    char uri[64];
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
+    tern_config c = cfg_for(uri, "t", 800);
+    tern_metadata *md = NULL;
+    uint64_t t0 = tern_now_ms();
+    int rc = tern_metadata_open(&c, &md, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_CONNECT, "%s: %s", tern_strerror(rc), err);
+    cr_assert(strstr(err, uri) && strstr(err, "redis-server"), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+    /* Accepts connections but never answers. */
+    int bh = black_hole(&port);
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
+    c = cfg_for(uri, "t", 800);
+    t0 = tern_now_ms();
+    rc = tern_metadata_open(&c, &md, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
+    cr_assert(strstr(err, uri), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS, "gave up after the timeout");
+    close(bh);
+    if (!have_binary("redis-server"))
+        cr_skip_test("redis-server not installed: the store-dies-mid-way part did not run");
+    /* The store dies after open: the next call fails, in time. */
+    pid_t pid = start_redis(&port);
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
+    c = cfg_for(uri, "t", 800);
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s", err);
+    stop(pid);
+    char *json = NULL;
+    t0 = tern_now_ms();
+    rc = tern_metadata_fetch(md, "a:1", &json, err, sizeof err);
+    cr_assert(rc == TERN_ERR_CONNECT || rc == TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc),
+              err);
+    cr_assert(strstr(err, uri), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+    tern_metadata_close(md);
+}
+
+/* ---- etcd ---- */
+
+Test(etcd, suite, .timeout = 90)
+{
+    int port;
+    pid_t pid = start_etcd(&port);
+    char uri[128];
+    /* The first endpoint is down: the plugin moves to the next. */
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d,127.0.0.1:%d", free_port(), port);
+    tern_metadata *pub = open_md(uri, "t");
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
+    tern_metadata *rd = open_md(uri, "t");
+    cr_assert_str_eq(tern_metadata_backend(pub), "etcd");
+    suite(pub, rd, "10.0.0.7:12001");
+    two_clusters(uri);
+    tern_metadata_close(pub);
+    tern_metadata_close(rd);
+    stop_etcd(pid);
+}
+
+Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
+{
+    int port = free_port();
+    char uri[64];
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
+    tern_config c = cfg_for(uri, "t", 800);
+    tern_metadata *md = NULL;
+    uint64_t t0 = tern_now_ms();
+    int rc = tern_metadata_open(&c, &md, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_CONNECT, "%s: %s", tern_strerror(rc), err);
+    cr_assert(strstr(err, uri) && strstr(err, "etcd is running"), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+    int bh = black_hole(&port);
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
+    c = cfg_for(uri, "t", 800);
+    t0 = tern_now_ms();
+    rc = tern_metadata_open(&c, &md, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
+    cr_assert(strstr(err, "timed out"), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+    close(bh);
+}
+
+/* ---- plugin checks before any plugin code runs ---- */
+
+static int open_with(const char *dir, const char *uri, char *msg, size_t len)
+{
+    char *dirs[] = {(char *)dir};
+    tern_config c = cfg_for(uri, "t", 500);
+    c.plugin_path = dirs;
+    tern_metadata *md = NULL;
+    int rc = tern_metadata_open(&c, &md, msg, len);
+    cr_assert(rc != 0 || md, "%s", uri);
+    if (!rc)
+        tern_metadata_close(md);
+    return rc;
+}
+
+static void check_refused(const char *uri, int code, const char *want)
+{
+    int rc = open_with(TERN_META_TEST_DIR, uri, err, sizeof err);
+    cr_assert_eq(rc, code, "%s: %s (%s)", uri, tern_strerror(rc), err);
+    cr_assert(strstr(err, want), "%s: \"%s\" lacks \"%s\"", uri, err, want);
+}
+
+Test(plugin, every_abi_check_is_made)
+{
+    check_refused("badmagic://h:1", TERN_ERR_ABI, "wrong magic");
+    check_refused("badabi://h:1", TERN_ERR_ABI, "ABI 2.0");
+    check_refused("small://h:1", TERN_ERR_ABI, "smaller than the v1.0 layout");
+    check_refused("noop://h:1", TERN_ERR_ABI, "mandatory operation is NULL");
+    check_refused("wrongscheme://h:1", TERN_ERR_ABI, "serves scheme \"redis\"");
+    check_refused("nosym://h:1", TERN_ERR_PLUGIN, "no symbol tern_metastore_v1");
+    check_refused("openfail://h:1", TERN_ERR_CONNECT,
+                  "metadata openfail://h:1: test plugin refuses openfail://h:1");
+    /* A file that is not a shared object. */
+    char dir[] = "/tmp/tern-meta-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/libtern-meta-garbage.so", dir);
+    FILE *f = fopen(path, "w");
+    fputs("not an ELF file\n", f);
+    fclose(f);
+    int rc = open_with(dir, "garbage://h:1", err, sizeof err);
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(rc, TERN_ERR_PLUGIN, "%s", err);
+    cr_assert(strstr(err, "dlopen failed"), "%s", err);
+}
+
+Test(plugin, found_through_env_path)
+{
+    /* $TERN_PLUGIN_PATH is searched after plugin_path. */
+    setenv("TERN_PLUGIN_PATH", "/nonexistent:" TERN_META_TEST_DIR, 1);
+    int rc = open_with("/also-nonexistent", "badmagic://h:1", err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_ABI, "%s", err);
+    unsetenv("TERN_PLUGIN_PATH");
+}

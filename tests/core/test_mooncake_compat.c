@@ -1,0 +1,193 @@
+/* tests/core/test_mooncake_compat.c: Mooncake-shaped segment descriptors read
+ * as they are (docs/protocol.md, "Mooncake compatibility"), what tern
+ * publishes for a Mooncake reader, the Connection transport inference,
+ * and the Mooncake TCP data format's codec. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc.h"
+#include "mooncake_compat.h"
+#include "mooncake_desc.h"
+#include "tern/errors.h"
+#include "topology.h"
+#include "../transports/tcp/tcp_mooncake.h"
+
+static char err[512];
+
+/* What Mooncake v0.3.10's TCP transport publishes (keys sorted, newline). */
+static const char *mc_0310 =
+    "{\"buffers\":[{\"addr\":140245110779904,\"length\":67108864,"
+    "\"name\":\"mooncake-prefill-node-0017.example:15873\"}],"
+    "\"name\":\"127.0.0.1:15873\",\"protocol\":\"tcp\",\"tcp_data_port\":16321,"
+    "\"timestamp\":\"2026-11-30 23:28:04.776081\"}\n";
+/* v0.3.12.post1 adds tcp_proto_version and a per-buffer protocol. */
+static const char *mc_0312 =
+    "{\"buffers\":[{\"addr\":140245110779904,\"length\":67108864,"
+    "\"name\":\"127.0.0.1:15873\",\"protocol\":\"tcp\"}],"
+    "\"name\":\"127.0.0.1:15873\",\"protocol\":\"tcp\",\"tcp_data_port\":16321,"
+    "\"tcp_proto_version\":2,\"timestamp\":\"2026-11-30 23:28:04.776081\"}\n";
+
+static tern_segment_desc *decode_ok(const char *json)
+{
+    tern_segment_desc *d = NULL;
+    int rc = tern_segment_desc_decode(json, strlen(json), &d, err, sizeof err);
+    cr_assert_eq(rc, 0, "refused: %s", err);
+    return d;
+}
+
+Test(mooncake_desc, v0310_tcp_read_as_is)
+{
+    tern_segment_desc *d = decode_ok(mc_0310);
+    cr_assert_str_eq(d->name, "127.0.0.1:15873");
+    cr_assert_eq(d->tcp_data_port, 16321);
+    cr_assert_eq(d->nbuffers, 1);
+    /* the long name stands for an unknown location */
+    cr_assert_str_eq(d->buffers[0].location, "*");
+    cr_assert_not_null(tern_segment_find_buffer(d, 140245110779904ull + 4096, 65536));
+    cr_assert_null(tern_segment_find_buffer(d, 140245110779904ull + 67108864 - 10, 65536));
+    const tern_seg_transport *t = tern_segment_find_transport(d, "tcp");
+    cr_assert_not_null(t);
+    cr_assert_not_null(t->topology, "no matrix: every location must reach a device");
+    cr_assert_geq(tern_topology_select(t->topology, "cpu:0", 0, NULL), 0);
+    cr_assert_geq(tern_topology_select(t->topology, "*", 0, NULL), 0);
+    cr_assert_not_null(tern_buffer_find_keys(&d->buffers[0], "tcp"));
+    /* the blob sends tern's tcp transport to tcp_data_port in format 1 */
+    cr_assert_str_eq(tern_desc_get_str(t->addr, "host"), "127.0.0.1");
+    cr_assert_str_eq(tern_desc_get_str(t->addr, "wire"), "mooncake");
+    uint64_t port = 0, ver = 0;
+    cr_assert_eq(tern_desc_get_u64(t->addr, "port", &port), 0);
+    cr_assert_eq(port, 16321);
+    cr_assert_eq(tern_desc_get_u64(t->addr, "version", &ver), 0);
+    cr_assert_eq(ver, 1);
+    tern_segment_desc_free(d);
+}
+
+Test(mooncake_desc, string_timestamp_becomes_a_content_generation)
+{
+    char other_time[1024], other_buf[1024];
+    snprintf(other_time, sizeof other_time, "%s", mc_0310);
+    memcpy(strstr(other_time, "23:28:04"), "23:29:59", 8);
+    snprintf(other_buf, sizeof other_buf, "%s", mc_0310);
+    memcpy(strstr(other_buf, "67108864"), "67108800", 8);
+    tern_segment_desc *a = decode_ok(mc_0310), *b = decode_ok(other_time),
+                      *c = decode_ok(other_buf);
+    cr_assert_neq(a->timestamp, 0);
+    cr_assert_eq(a->timestamp, b->timestamp, "same content, another time: same generation");
+    cr_assert_neq(a->timestamp, c->timestamp, "another buffer: a new generation");
+    tern_segment_desc_free(a);
+    tern_segment_desc_free(b);
+    tern_segment_desc_free(c);
+}
+
+Test(mooncake_desc, v0312_advertises_format_2)
+{
+    tern_segment_desc *d = decode_ok(mc_0312);
+    const tern_seg_transport *t = tern_segment_find_transport(d, "tcp");
+    uint64_t ver = 0;
+    cr_assert_eq(tern_desc_get_u64(t->addr, "version", &ver), 0);
+    cr_assert_eq(ver, 2);
+    cr_assert_str_eq(d->buffers[0].location, "127.0.0.1:15873");
+    tern_segment_desc_free(d);
+}
+
+Test(mooncake_desc, still_refuses_what_is_wrong)
+{
+    static const char *bad[][2] = {
+        {"{\"name\":\"h:1\",\"protocol\":\"tcp\",\"timestamp\":\"x\",\"buffers\":[{\"name\":"
+         "\"n\",\"addr\":\"12\",\"length\":1}]}",
+         "buffers[0].addr"},
+        {"{\"name\":\"h:1\",\"protocol\":\"tcp\",\"tcp_data_port\":70000,\"buffers\":[]}",
+         "tcp_data_port"},
+        {"{\"name\":\"h:1\",\"protocol\":\"tcp\",\"buffers\":[{\"name\":\"n\",\"addr\":"
+         "18446744073709551000,\"length\":4096}]}",
+         "overflows"},
+        {"{\"protocol\":\"tcp\",\"buffers\":[]}", "name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tern_segment_desc *d = NULL;
+        int rc = tern_segment_desc_decode(bad[i][0], strlen(bad[i][0]), &d, err, sizeof err);
+        cr_assert_eq(rc, TERN_ERR_PROTOCOL, "accepted: %s", bad[i][0]);
+        cr_assert(strstr(err, bad[i][1]), "message \"%s\" lacks \"%s\"", err, bad[i][1]);
+        cr_assert_null(d);
+    }
+}
+
+Test(mooncake_desc, rdma_descriptor_with_string_timestamp)
+{
+    const char *j = "{\"buffers\":[{\"addr\":4096,\"length\":8192,\"lkey\":[5],\"name\":"
+                    "\"cpu:0\",\"rkey\":[6]}],\"devices\":[{\"gid\":"
+                    "\"fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44:55\",\"lid\":0,\"name\":"
+                    "\"rxe0\"}],\"name\":\"10.0.0.2:15001\",\"priority_matrix\":{\"cpu:0\":"
+                    "[[\"rxe0\"],[]]},\"protocol\":\"rdma\",\"tcp_data_port\":0,\"timestamp\":"
+                    "\"2026-11-30 23:28:04.776081\"}\n";
+    tern_segment_desc *d = decode_ok(j);
+    cr_assert_eq(d->ntransports, 1);
+    cr_assert_str_eq(d->transports[0].name, "rdma");
+    cr_assert_eq(tern_buffer_find_keys(&d->buffers[0], "rdma")->rkey[0], 6);
+    tern_segment_desc_free(d);
+}
+
+Test(mooncake_desc, tern_publishes_what_mooncake_reads)
+{
+    tern_segment_desc d;
+    memset(&d, 0, sizeof d);
+    strcpy(d.name, "127.0.0.1:12001");
+    strcpy(d.protocol, "tcp");
+    d.tcp_data_port = 40001;
+    d.tcp_proto_version = 2;
+    char *json = tern_segment_desc_encode(&d);
+    json_object *o = json_tokener_parse(json), *v;
+    cr_assert(json_object_object_get_ex(o, "tcp_proto_version", &v));
+    cr_assert_eq(json_object_get_int(v), 2);
+    cr_assert(json_object_object_get_ex(o, "protocol", &v));
+    cr_assert_str_eq(json_object_get_string(v), "tcp");
+    json_object_put(o);
+    free(json);
+    d.tcp_proto_version = 0; /* without the Mooncake port: not advertised */
+    json = tern_segment_desc_encode(&d);
+    cr_assert_null(strstr(json, "tcp_proto_version"));
+    free(json);
+}
+
+Test(mooncake_handshake, connection_transport_inferred)
+{
+    const char *mc = "{\"local_gid\":\"fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44:55\","
+                     "\"local_lid\":0,\"local_nic_path\":\"10.0.0.1:15001@rxe0\","
+                     "\"peer_nic_path\":\"10.0.0.2:15002@rxe0\",\"qp_num\":[17,18],"
+                     "\"reply_msg\":\"\"}\n";
+    tern_handshake_desc hd;
+    cr_assert_eq(tern_handshake_desc_decode(mc, strlen(mc), &hd, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(tern_mooncake_infer_transport(&hd), "rdma");
+    tern_handshake_desc_clear(&hd);
+    const char *own = "{\"transport\":\"efa\",\"local_nic_path\":\"a@b\",\"peer_nic_path\":"
+                      "\"c@d\",\"efa_addr\":\"00ff\"}";
+    cr_assert_eq(tern_handshake_desc_decode(own, strlen(own), &hd, err, sizeof err), 0);
+    cr_assert_str_eq(tern_mooncake_infer_transport(&hd), "efa");
+    tern_handshake_desc_clear(&hd);
+}
+
+Test(mooncake_wire, header_and_status_layout)
+{
+    uint8_t h[TCP_MC_HDR_SIZE];
+    tcp_mc_hdr_encode(h, 0x0102030405060708ull, 0x1112131415161718ull, 0x81);
+    static const uint8_t want[24] = {8, 7, 6, 5, 4, 3, 2, 1, 0x18, 0x17, 0x16, 0x15,
+                                     0x14, 0x13, 0x12, 0x11, 0x81, 0, 0, 0, 0, 0, 0, 0};
+    cr_assert_arr_eq(h, want, 24);
+    uint64_t size, addr;
+    uint8_t op;
+    tcp_mc_hdr_decode(h, &size, &addr, &op);
+    cr_assert_eq(size, 0x0102030405060708ull);
+    cr_assert_eq(addr, 0x1112131415161718ull);
+    cr_assert_eq(op, 0x81);
+    uint8_t st[8];
+    tcp_mc_status_encode(st, TCP_MC_STATUS_REFUSED);
+    static const uint8_t wst[8] = {1, 0, 0, 0, 'V', 'T', 'C', 'M'};
+    cr_assert_arr_eq(st, wst, 8);
+    cr_assert_eq(tcp_mc_status_decode(st), TCP_MC_STATUS_REFUSED);
+}

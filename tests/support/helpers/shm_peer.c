@@ -1,0 +1,107 @@
+/* tests/support/helpers/shm_peer.c: a target engine in its own process for the
+ * same-host transport's tests (public API only).
+ *
+ *   tern-test-shm-peer [TRANSPORTS [SERVER_NAME [fixed]]]
+ *
+ * TRANSPORTS is "shm,tcp" (default), "shm" or "tcp"; SERVER_NAME defaults
+ * to 127.0.0.1:0 (a restarted peer passes its old name to come back at the
+ * same address; with "fixed" its buffers also come back at the same
+ * addresses, so only the process behind them changes).  Memory: GUARD | A | B | GUARD as in peer_common.h, but A
+ * is SHM_LEN_A (64 MiB + 64 KiB, so one request of 64 MiB + 3 fits); A and
+ * B registered; it prints
+ *   READY <server name> <addr A> <len A> <addr B> <len B>
+ * and answers on stdin:
+ *   CHECK   -> "CANARY ok" / "CANARY bad <offset>" (guards untouched?)
+ *   UNREG_B -> unregisters B, fills it with 0x3C, answers "UNREG ok"
+ *   CHECK_B -> "B ok" while B still holds only 0x3C, else "B bad <offset>"
+ *   PID     -> "PID <getpid()>"
+ *   EXIT    -> unregisters, destroys the engine, exits 0 (EOF does the same). */
+#define _GNU_SOURCE
+#include <unistd.h>
+
+#include "peer_common.h"
+
+#define SHM_LEN_A ((64u << 20) + (64u << 10))
+
+static long check_b(const uint8_t *b)
+{
+    for (size_t i = 0; i < LEN_B; i++)
+        if (b[i] != 0x3C)
+            return (long)i;
+    return -1;
+}
+
+static void serve(tern_engine *e, uint8_t *map, size_t total, uint8_t *b, int *b_registered)
+{
+    char line[128];
+    while (fgets(line, sizeof line, stdin)) {
+        if (!strncmp(line, "CHECK_B", 7)) {
+            long bad = check_b(b);
+            if (bad < 0)
+                printf("B ok\n");
+            else
+                printf("B bad %ld\n", bad);
+        } else if (!strncmp(line, "CHECK", 5)) {
+            long bad = peer_check_guards(map, total);
+            if (bad < 0)
+                printf("CANARY ok\n");
+            else
+                printf("CANARY bad %ld\n", bad);
+        } else if (!strncmp(line, "UNREG_B", 7)) {
+            int rc = tern_unregister_memory(e, b);
+            *b_registered = 0;
+            memset(b, 0x3C, LEN_B);
+            printf("UNREG %s\n", rc == 0 ? "ok" : tern_engine_last_error(e));
+        } else if (!strncmp(line, "PID", 3)) {
+            printf("PID %ld\n", (long)getpid());
+        } else if (!strncmp(line, "EXIT", 4)) {
+            break;
+        }
+        fflush(stdout);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *xp = argc > 1 ? argv[1] : "shm,tcp";
+    const char *name = argc > 2 ? argv[2] : "127.0.0.1:0";
+    char yaml[512], list[128] = "";
+    char copy[64];
+    snprintf(copy, sizeof copy, "%s", xp);
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        snprintf(list + strlen(list), sizeof list - strlen(list), "  - name: %s\n", t);
+    snprintf(yaml, sizeof yaml,
+             "server_name: %s\nmetadata: p2p\ntransports:\n%sslice_size: 64K\nlog_level: warn\n",
+             name, list);
+    char err[1024] = "";
+    tern_engine *e = tern_engine_create_from_yaml(yaml, "shm_peer", err, sizeof err);
+    if (!e) {
+        fprintf(stderr, "shm_peer: engine: %s\n", err);
+        return 1;
+    }
+    size_t total = 2 * GUARD + SHM_LEN_A + LEN_B;
+    int fixed = argc > 3 && !strcmp(argv[3], "fixed");
+    void *at = fixed ? (void *)(uintptr_t)0x6e0000000000ull : NULL;
+    uint8_t *map = mmap(at, total, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | (fixed ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+    if (map == MAP_FAILED)
+        return 1;
+    memset(map, 0xA5, total);
+    uint8_t *a = map + GUARD, *b = a + SHM_LEN_A;
+    memset(a, 0, SHM_LEN_A + LEN_B);
+    if (tern_register_memory(e, a, SHM_LEN_A, NULL) || tern_register_memory(e, b, LEN_B, NULL)) {
+        fprintf(stderr, "shm_peer: register: %s\n", tern_engine_last_error(e));
+        return 1;
+    }
+    int b_registered = 1;
+    printf("READY %s %" PRIuPTR " %u %" PRIuPTR " %u\n", tern_engine_server_name(e),
+           (uintptr_t)a, SHM_LEN_A, (uintptr_t)b, LEN_B);
+    fflush(stdout);
+    serve(e, map, total, b, &b_registered);
+    tern_unregister_memory(e, a);
+    if (b_registered)
+        tern_unregister_memory(e, b);
+    tern_engine_destroy(e);
+    munmap(map, total);
+    return 0;
+}

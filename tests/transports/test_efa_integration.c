@@ -1,0 +1,220 @@
+/* tests/transports/test_efa_integration.c: two engines in separate processes, through
+ * the public API, over the efa transport with real libfabric providers:
+ * tcp (tcp;ofi_rxm on lo) and shm.  The target is tests/support/helpers/efa_peer.c
+ * (GUARD | A | B | GUARD, canaries in the guards); this process initiates.
+ * Also transport negotiation: {efa, tcp} meets {tcp} on tcp, and two
+ * {efa, tcp} engines use efa. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#include "integration_common.h"
+
+#define PEER_PATH TERN_BUILD_DIR "/bin/tern-test-efa-peer"
+
+/* The engine YAML for a preference list ("efa-tcp,tcp"), as the peer does. */
+static const char *yaml_for(const char *list)
+{
+    static char yaml[2048];
+    char copy[256];
+    size_t used = (size_t)snprintf(yaml, sizeof yaml,
+                                   "server_name: 127.0.0.1:0\nmetadata: p2p\n"
+                                   "slice_size: 64K\nretries: 2\nio_timeout_ms: 3000\n"
+                                   "log_level: warn\ntransports:\n");
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const char *entry = !strcmp(t, "efa-tcp")   ? "  - name: efa\n    provider: tcp\n"
+                                                      "    iface: lo\n"
+                            : !strcmp(t, "efa-shm") ? "  - name: efa\n    provider: shm\n"
+                                                    : "  - name: tcp\n";
+        used += (size_t)snprintf(yaml + used, sizeof yaml - used, "%s", entry);
+    }
+    return yaml;
+}
+
+/* An engine for the list; skips the test when efa cannot load here. */
+static tern_engine *engine_new(const char *list)
+{
+    char err[2048] = "";
+    tern_engine *e = tern_engine_create_from_yaml(yaml_for(list), "test_efa_integration", err,
+                                                  sizeof err);
+    if (!e && strstr(err, "efa") && strstr(err, "provider"))
+        cr_skip_test("efa (%s) cannot load here: %s", list, err);
+    cr_assert(e, "engine (%s): %s", list, err);
+    return e;
+}
+
+static tern_segment_id open_expect(tern_engine *e, it_peer *p, const char *transport)
+{
+    char xp[32] = "";
+    tern_segment_id seg = tern_segment_open(e, p->name);
+    cr_assert_geq(seg, 0, "open %s: %s", p->name, tern_engine_last_error(e));
+    cr_assert_eq(tern_segment_transport(e, seg, xp, sizeof xp), 0, "%s",
+                 tern_engine_last_error(e));
+    cr_assert_str_eq(xp, transport, "negotiated %s, expected %s", xp, transport);
+    return seg;
+}
+
+TestSuite(efa_integration, .timeout = 180);
+
+/* ---- data path: the same suite as the TCP transport's ---------------------- */
+
+static void data_path(const char *list)
+{
+    it_peer p;
+    char msg[512];
+    tern_engine *e = engine_new(list);
+    peer_start(&p, PEER_PATH, list);
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    size_t cap = (16u << 20) + 8192;
+    uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
+    const uint64_t sizes[] = {1, 4096, 65536, 65537, (16u << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint64_t n = sizes[i], at = p.a + 4096 * i + (i & 1) * 3;
+        fill(src, n, (unsigned)i + 5);
+        memset(dst, 0, n);
+        cr_assert_eq(one(e, seg, TERN_WRITE, src, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "%s WRITE %" PRIu64 " B: %s", list, n, msg);
+        cr_assert_eq(one(e, seg, TERN_READ, dst, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "%s READ %" PRIu64 " B: %s", list, n, msg);
+        cr_assert_eq(memcmp(src, dst, n), 0, "%s READ back of %" PRIu64 " B differs", list, n);
+    }
+    /* across the boundary between the two registered buffers */
+    uint64_t span = 300000, at = p.b - 150000;
+    fill(src, span, 77);
+    memset(dst, 0, span);
+    write_read_back(e, seg, src, dst, at, span, "the request spanning A and B");
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(efa_integration, data_path_provider_tcp) { data_path("efa-tcp"); }
+Test(efa_integration, data_path_provider_shm) { data_path("efa-shm"); }
+
+static void refused(const char *list)
+{
+    it_peer p;
+    tern_engine *e = engine_new(list);
+    peer_start(&p, PEER_PATH, list);
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    uint8_t *buf = local_buf(e, 1 << 20);
+    memset(buf, 0x5A, 1 << 20);
+    struct {
+        uint64_t addr, len;
+        const char *what;
+    } bad[] = {
+        {p.a - 4096, 4096, "in the guard below A"},
+        {p.a - 1, 2, "straddling A's start"},
+        {p.b + p.lb - 1, 2, "straddling B's end"},
+        {p.b + p.lb, 65536, "in the guard above B"},
+        {UINT64_MAX - 100, 4096, "addr + len overflows"},
+        {4096, 4096, "a low address"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+            char msg[512] = "";
+            tern_status st = one(e, seg, op, buf, bad[i].addr, bad[i].len, msg, sizeof msg);
+            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s %s ended %d", list,
+                      op == TERN_READ ? "READ" : "WRITE", bad[i].what, st);
+            cr_assert(msg[0], "a refused request says why (%s)", bad[i].what);
+        }
+    for (size_t i = 0; i < 1 << 20; i++)
+        cr_assert_eq(buf[i], 0x5A, "a refused READ wrote local memory");
+    peer_check_canaries(&p);
+    char msg[512];
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 4096, msg, sizeof msg), TERN_COMPLETED,
+                 "a good request after the refusals: %s", msg);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(efa_integration, unregistered_refused_provider_tcp) { refused("efa-tcp"); }
+Test(efa_integration, unregistered_refused_provider_shm) { refused("efa-shm"); }
+
+static void *kill_later(void *arg)
+{
+    usleep(20000);
+    kill(*(pid_t *)arg, SIGKILL);
+    return NULL;
+}
+
+static void killed(const char *list)
+{
+    it_peer p;
+    tern_engine *e = engine_new(list);
+    peer_start(&p, PEER_PATH, list);
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    /* 32 GiB: shm moves about 20 GB/s on a quiet machine, so the batch runs
+     * for seconds even when the killer thread is scheduled late on a loaded
+     * host (4 GiB was not always enough). */
+    const size_t n = 2048, len = 16u << 20;
+    uint8_t *src = local_buf(e, len);
+    fill(src, len, 3);
+    tern_batch *b = tern_batch_alloc(e, n);
+    tern_request *r = calloc(n, sizeof *r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src, .segment = seg,
+                              .remote = p.a, .length = len};
+    /* tern_batch_submit may itself move data while it hands slices over,
+     * so the kill comes from a thread 20 ms after the start. */
+    pthread_t killer;
+    cr_assert_eq(pthread_create(&killer, NULL, kill_later, &p.pid), 0);
+    uint64_t ts = now_ms();
+    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
+    pthread_join(killer, NULL);
+    uint64_t t0 = now_ms();
+    uint64_t submit_ms = t0 - ts;
+    int rc = tern_batch_wait(b, 60000);
+    uint64_t waited = now_ms() - t0;
+    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "%s: requests pending 60 s after the target died", list);
+    size_t failed = count_failed(b, n);
+    cr_assert_gt(failed, 0, "%s: 32 GiB cannot be written before the kill: some must fail "
+                 "(submit took %" PRIu64 " ms, wait %" PRIu64 " ms)", list, submit_ms, waited);
+    cr_log_info("%s: target killed: %zu of %zu FAILED after %" PRIu64 " ms (first: %s)", list,
+                failed, n, waited, tern_batch_error(b, n - 1));
+    cr_assert_eq(tern_batch_free(b), 0);
+    free(r);
+    peer_reap(&p);
+    tern_segment_close(e, seg);
+    /* The same engine works with a new target. */
+    it_peer q;
+    peer_start(&q, PEER_PATH, list);
+    tern_segment_id seg2 = open_expect(e, &q, "efa");
+    uint8_t *dst = local_buf(e, 1 << 20);
+    write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);
+    tern_segment_close(e, seg2);
+    tern_engine_destroy(e);
+    peer_stop(&q);
+}
+
+Test(efa_integration, target_killed_mid_batch_provider_tcp) { killed("efa-tcp"); }
+Test(efa_integration, target_killed_mid_batch_provider_shm) { killed("efa-shm"); }
+
+/* ---- negotiation ------------------------------------------------------------- */
+
+static void negotiate(const char *mine, const char *theirs, const char *expect)
+{
+    it_peer p;
+    char msg[512];
+    tern_engine *e = engine_new(mine);
+    peer_start(&p, PEER_PATH, theirs);
+    tern_segment_id seg = open_expect(e, &p, expect);
+    uint8_t *src = local_buf(e, 1 << 20), *dst = local_buf(e, 1 << 20);
+    fill(src, 1 << 20, 42);
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, p.a + 5, 1 << 20, msg, sizeof msg),
+                 TERN_COMPLETED, "%s -> %s: %s", mine, theirs, msg);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, p.a + 5, 1 << 20, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(memcmp(src, dst, 1 << 20), 0);
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(efa_integration, efa_and_tcp_meets_tcp_only_on_tcp) { negotiate("efa-tcp,tcp", "tcp", "tcp"); }
+Test(efa_integration, two_efa_engines_use_efa) { negotiate("efa-tcp,tcp", "efa-tcp,tcp", "efa"); }
+Test(efa_integration, tcp_first_preference_wins) { negotiate("tcp,efa-tcp", "efa-tcp,tcp", "tcp"); }

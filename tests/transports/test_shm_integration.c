@@ -1,0 +1,302 @@
+/* tests/transports/test_shm_integration.c: two engines in separate processes on one
+ * host, through the public API, over the same-host transport "shm" (one
+ * copy with process_vm_writev/readv).  The target is
+ * tests/support/helpers/shm_peer.c (guard | A | B | guard, A 64 MiB + 64 KiB and B
+ * 1 MiB registered, the guards full of canaries it checks on request); this
+ * process is the initiator.  What needs the core to move a peer to another
+ * transport, or to refetch a restarted peer by itself, is in
+ * test_shm_fallback.c. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <grp.h>
+
+#define IT_FILL_MUL 2246822519u
+#define IT_FILL_SHIFT 7
+#include "integration_common.h"
+#include "shm_common.h"
+
+TestSuite(shm_integration, .timeout = 240);
+
+Test(shm_integration, write_read_byte_exact_1B_to_64MiB_plus_3)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm,tcp", NULL);
+    tern_engine *e = shm_engine_new("shm,tcp", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    size_t cap = (64u << 20) + 8192;
+    uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
+    const uint64_t sizes[] = {1, 2, 7, 4096, 65535, 65537, 1u << 20, (4u << 20) + 1,
+                              (16u << 20) + 3, (64u << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint64_t n = sizes[i], at = p.a + (i & 1) * 3 + (n < (32u << 20) ? 4096 * i : 0);
+        fill(src, n, (unsigned)i + 11);
+        memset(dst, 0, n + 1);
+        char msg[512];
+        cr_assert_eq(one(e, seg, TERN_WRITE, src, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "WRITE %" PRIu64 " B: %s", n, msg);
+        cr_assert_eq(one(e, seg, TERN_READ, dst, at, n, msg, sizeof msg), TERN_COMPLETED,
+                     "READ %" PRIu64 " B: %s", n, msg);
+        cr_assert_eq(memcmp(src, dst, n), 0, "READ back of %" PRIu64 " B differs", n);
+        cr_assert_eq(dst[n], 0, "READ of %" PRIu64 " B wrote past its end", n);
+    }
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(shm_integration, request_spanning_both_buffers)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm,tcp", NULL);
+    tern_engine *e = shm_engine_new("shm", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    uint64_t span = 300000, at = p.b - 150001;
+    uint8_t *src = local_buf(e, span), *dst = local_buf(e, span);
+    fill(src, span, 99);
+    memset(dst, 0, span);
+    write_read_back(e, seg, src, dst, at, span, "the request spanning A and B");
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(shm_integration, unregistered_and_out_of_range_refused)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm,tcp", NULL);
+    tern_engine *e = shm_engine_new("shm", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    uint8_t *buf = local_buf(e, 1 << 20);
+    memset(buf, 0x5A, 1 << 20);
+    struct { uint64_t addr, len; const char *what; } bad[] = {
+        {p.a - 4096, 4096, "in the guard below A"},
+        {p.a - 1, 2, "straddling A's start"},
+        {p.b + p.lb - 1, 2, "straddling B's end"},
+        {p.b + p.lb, 65536, "in the guard above B"},
+        {UINT64_MAX - 100, 4096, "addr + len overflows"},
+        {4096, 4096, "a low address"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+            char msg[512] = "";
+            tern_status st = one(e, seg, op, buf, bad[i].addr, bad[i].len, msg, sizeof msg);
+            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s ended %d",
+                      op == TERN_READ ? "READ" : "WRITE", bad[i].what, st);
+            cr_assert(msg[0], "a refused request says why (%s)", bad[i].what);
+        }
+    }
+    for (size_t i = 0; i < 1 << 20; i++)
+        cr_assert_eq(buf[i], 0x5A, "a refused READ wrote local memory");
+    peer_check_canaries(&p);
+    /* An unregistered LOCAL buffer is refused too, and untouched. */
+    uint8_t *unreg = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(unreg, 0x77, 65536);
+    char msg[512] = "";
+    cr_assert_neq(one(e, seg, TERN_READ, unreg, p.a, 65536, msg, sizeof msg), TERN_COMPLETED,
+                  "a READ into unregistered local memory completed");
+    for (size_t i = 0; i < 65536; i++)
+        cr_assert_eq(unreg[i], 0x77, "a refused READ wrote unregistered local memory");
+    munmap(unreg, 65536);
+    /* and the endpoint still works for a good request */
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 4096, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+/* The initiator still has the peer's old descriptor, which lists B; the
+ * check against the peer's CURRENT table refuses B once it is gone. */
+Test(shm_integration, buffer_unregistered_by_the_peer_is_never_written)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm,tcp", NULL);
+    tern_engine *e = shm_engine_new("shm", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    uint8_t *buf = local_buf(e, 1 << 20);
+    fill(buf, 1 << 20, 3);
+    char msg[512] = "", line[128];
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.b, 65536, msg, sizeof msg), TERN_COMPLETED,
+                 "B while registered: %s", msg);
+    shm_peer_ask(&p, "UNREG_B", line, sizeof line);
+    cr_assert_str_eq(line, "UNREG ok\n");
+    for (int op = TERN_READ; op <= TERN_WRITE; op++) {
+        /* the first refusal makes the core refetch the descriptor: the
+         * next request is refused against the fresh one (INVALID) */
+        tern_status st = one(e, seg, op, buf, p.b + 4096, 65536, msg, sizeof msg);
+        cr_assert(st == TERN_FAILED || st == TERN_INVALID,
+                  "%s of an unregistered buffer did not fail", op == TERN_READ ? "READ" : "WRITE");
+        cr_assert(strstr(msg, "registration"), "the refusal names the registration: %s", msg);
+    }
+    shm_peer_ask(&p, "CHECK_B", line, sizeof line);
+    cr_assert_str_eq(line, "B ok\n", "the unregistered buffer was written: %s", line);
+    peer_check_canaries(&p);
+    cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 65536, msg, sizeof msg), TERN_COMPLETED,
+                 "A still registered: %s", msg);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+Test(shm_integration, peer_killed_mid_batch_fails_in_bounded_time)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm", NULL);
+    tern_engine *e = shm_engine_new("shm", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    const size_t n = 512, len = 16u << 20;
+    uint8_t *src = local_buf(e, len);
+    fill(src, len, 1);
+    tern_batch *b = tern_batch_alloc(e, n);
+    tern_request *r = calloc(n, sizeof *r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src, .segment = seg,
+                              .remote = p.a, .length = len};
+    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
+    usleep(20000);
+    kill(p.pid, SIGKILL);
+    uint64_t t0 = now_ms();
+    int rc = tern_batch_wait(b, 30000);
+    uint64_t waited = now_ms() - t0;
+    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "requests still pending 30 s after the peer died");
+    size_t failed = count_failed(b, n);
+    cr_assert_gt(failed, 0, "8 GiB were not written within 20 ms, so some must fail");
+    cr_log_info("peer killed: %zu of %zu requests FAILED after %" PRIu64 " ms", failed, n,
+                waited);
+    cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
+    free(r);
+    peer_reap(&p);
+    tern_segment_close(e, seg);
+    /* The same engine works with another peer. */
+    it_peer q;
+    shm_peer_start(&q, "shm", NULL);
+    tern_segment_id seg2 = shm_open_expect(e, &q, "shm");
+    uint8_t *dst = local_buf(e, 1 << 20);
+    write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);
+    tern_segment_close(e, seg2);
+    tern_engine_destroy(e);
+    peer_stop(&q);
+}
+
+/* A peer in another pid namespace publishes a pid that means nothing here:
+ * shm must say so (unreachable) and never touch whatever process has that
+ * pid here.  This initiator lists shm alone, so the cause reaches the
+ * request's error unchanged. */
+Test(shm_integration, peer_in_another_pid_namespace_is_unreachable)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root for unshare --pid");
+    cr_assert_eq(access("/usr/bin/unshare", X_OK), 0, "unshare(1) is needed (util-linux)");
+    it_peer p;
+    char *argv[] = {"/usr/bin/unshare", "--pid", "--fork", (char *)SHM_PEER_PATH, "shm,tcp",
+                    "127.0.0.1:0", NULL};
+    shm_peer_startv(&p, argv);
+    tern_engine *e = shm_engine_new("shm", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    uint8_t *buf = local_buf(e, 65536);
+    memset(buf, 0x11, 65536);
+    char msg[768] = "";
+    tern_status st = one(e, seg, TERN_WRITE, buf, p.a, 65536, msg, sizeof msg);
+    cr_assert_eq(st, TERN_FAILED, "a WRITE to a peer in another pid namespace ended %d", st);
+    cr_assert(strstr(msg, "pid namespace"), "the error names the pid namespace: %s", msg);
+    cr_assert(strstr(msg, "TERN_ERR_UNREACHABLE"), "the error is UNREACHABLE: %s", msg);
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+/* An initiator without the right to read the peer (another uid, no
+ * CAP_SYS_PTRACE) gets one error naming the cause and the fix.  The
+ * initiator runs in a child that drops to uid/gid 65534; it reports the
+ * request's status and message through a pipe. */
+Test(shm_integration, permission_denied_names_cause_and_fix)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root: it drops from root to another uid");
+    it_peer p;
+    shm_peer_start(&p, "shm,tcp", NULL);
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t c = fork();
+    cr_assert_geq(c, 0);
+    if (c == 0) {
+        close(fd[0]);
+        char out[1024] = "setup failed";
+        int st = -1;
+        if (setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0) {
+            char err[1024] = "";
+            tern_engine *e = tern_engine_create_from_yaml(
+                "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: shm\n"
+                "retries: 1\nlog_level: error\n", "unprivileged", err, sizeof err);
+            tern_segment_id seg = e ? tern_segment_open(e, p.name) : -1;
+            void *buf = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                             -1, 0);
+            if (seg >= 0 && tern_register_memory(e, buf, 4096, NULL) == 0) {
+                tern_batch *b = tern_batch_alloc(e, 1);
+                tern_request r = {.opcode = TERN_WRITE, .local = buf, .segment = seg,
+                                  .remote = p.a, .length = 4096};
+                tern_request_state rs = {0};
+                if (b && tern_batch_submit(b, &r, 1) == 1 && tern_batch_wait(b, 30000) != TERN_ERR_TIMEOUT &&
+                    tern_batch_state(b, 0, &rs) == 0) {
+                    st = rs.status;
+                    snprintf(out, sizeof out, "%s", tern_batch_error(b, 0));
+                }
+                tern_batch_free(b);
+            } else {
+                snprintf(out, sizeof out, "engine/open/register: %s",
+                         e ? tern_engine_last_error(e) : err);
+            }
+            if (e)
+                tern_engine_destroy(e);
+        }
+        dprintf(fd[1], "%d %s", st, out);
+        _exit(0);
+    }
+    close(fd[1]);
+    char res[1200] = "";
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(fd[0], res + got, sizeof res - 1 - got)) > 0)
+        got += (size_t)n;
+    close(fd[0]);
+    waitpid(c, NULL, 0);
+    int st = atoi(res);
+    cr_assert_eq(st, TERN_FAILED, "the unprivileged WRITE: %s", res);
+    cr_assert(strstr(res, "permission denied") && strstr(res, "uid 0") &&
+              strstr(res, "CAP_SYS_PTRACE") && strstr(res, "fix:"),
+              "the error names cause and fix: %s", res);
+    cr_assert(strstr(res, "TERN_ERR_UNREACHABLE"), "the error is UNREACHABLE: %s", res);
+    peer_check_canaries(&p);
+    peer_stop(&p);
+}
+
+/* A peer that restarts at the same address (new pid, new table) is reached
+ * again once its segment is opened again. */
+Test(shm_integration, restarted_peer_reached_after_reopen)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm,tcp", NULL);
+    tern_engine *e = shm_engine_new("shm", "test_shm_integration");
+    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    uint8_t *src = local_buf(e, 1 << 20), *dst = local_buf(e, 1 << 20);
+    fill(src, 1 << 20, 21);
+    write_read_back(e, seg, src, dst, p.a, 1 << 20, "before the restart");
+    char name[128];
+    snprintf(name, sizeof name, "%s", p.name);
+    kill(p.pid, SIGKILL);
+    peer_reap(&p);
+    tern_segment_close(e, seg);
+    it_peer q;
+    shm_peer_start(&q, "shm,tcp", name);
+    cr_assert_str_eq(q.name, name);
+    seg = shm_open_expect(e, &q, "shm");
+    fill(src, 1 << 20, 22);
+    write_read_back(e, seg, src, dst, q.a, 1 << 20, "after the restart");
+    peer_check_canaries(&q);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&q);
+}
