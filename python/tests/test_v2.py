@@ -146,9 +146,10 @@ def test_wait_async_lets_the_loop_run(engine, big_peer):
 
         t = asyncio.create_task(ticker())
         # a stopped peer: the wait ends by its timeout, the loop keeps running
+        # (stopped before the submit: 64 MiB can finish before a late stop)
+        big_peer.stop()
         b = engine.batch(1)
         b.write(src, seg, big_peer.addr)
-        big_peer.stop()
         try:
             t0 = time.monotonic()
             with pytest.raises(tern.TimeoutError):
