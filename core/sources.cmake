@@ -26,6 +26,9 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/notify.c
   ${CMAKE_CURRENT_LIST_DIR}/peer_check.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_host.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_kinds.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_load.c
   ${CMAKE_CURRENT_LIST_DIR}/segments.c
   ${CMAKE_CURRENT_LIST_DIR}/topology.c
   ${CMAKE_CURRENT_LIST_DIR}/topology_load.c

@@ -19,6 +19,7 @@ tern_meta_test_plugin(noop NULL_LIST)
 tern_meta_test_plugin(wrongscheme SCHEME_FIELD="redis")
 tern_meta_test_plugin(nosym NO_SYMBOL)
 tern_meta_test_plugin(openfail)
+tern_meta_test_plugin(v10 "STRUCT_SIZE=offsetof(tern_metastore,put_ttl)" WITH_PUT_TTL OPEN_OK)
 # Every metadata plugin the tree builds must exist before test_metadata runs.
 foreach(p tern_meta_redis tern_meta_etcd)
   if(TARGET ${p})
