@@ -1,4 +1,6 @@
-/* python/src/engine.c: tern.Engine and tern.Registration.
+/* python/src/engine.c: tern.Engine: creation, close, batches, attributes
+ * and the method table (its methods on memory are in engine_memory.c, on
+ * other engines in engine_peers.c; tern.Registration in registration.c).
  *
  * An Engine owns one tern_engine, the registrations made through it (each a
  * Registration holding the registered Python object and its buffer export),
