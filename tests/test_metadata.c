@@ -334,6 +334,15 @@ Test(p2p, unknown_scheme_and_garbage_uri)
     cr_assert(strstr(err, "metadata nosuch://h:1: libtern-meta-nosuch.so not found; tried: "),
               "%s", err);
     cr_assert(strstr(err, plugin_dirs[0]), "names the directories searched: %s", err);
+    cr_assert_null(strstr(err, "did you mean"), "nothing close to 'nosuch': %s", err);
+    /* a misspelled scheme names the installed store of the closest name,
+     * as a misspelled transport does */
+    char *test_dirs[] = {TERN_META_TEST_DIR};
+    c = cfg_for("badmagc://h:1", "t", 500);
+    c.plugin_path = test_dirs;
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
+    cr_assert(strstr(err, "libtern-meta-badmagc.so not found (did you mean 'badmagic'? "), "%s",
+              err);
     c = cfg_for("redis", "t", 500);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG);
     c = cfg_for("../../x://h", "t", 500);
