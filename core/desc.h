@@ -1,7 +1,9 @@
 /* core/desc.h: segment and handshake descriptors (json-c), with the
  * reference's exact JSON keys so the two stay readable to each other.
- * Implemented in desc.c.  Decoders refuse wrong types, missing mandatory keys,
- * out-of-range numbers and absurd sizes with a message naming the key.
+ * Implemented in desc.c (tern_desc), segment_desc.c, hs_desc.c and
+ * desc_json.c (strict reading).  Decoders refuse wrong types, missing
+ * mandatory keys, out-of-range numbers and absurd sizes with a message
+ * naming the key.
  *
  * Segment descriptor JSON:
  *   { "name": "host:port", "protocol": "<first transport>",

@@ -166,7 +166,7 @@ static json_object *transport_json(const tern_config *cfg, const tern_plugin *p,
                            jstr(t->caps & TERN_CAP_GPU_DIRECT   ? "direct"
                                 : t->caps & TERN_CAP_GPU_TARGET ? "staged by the target"
                                                                 : "not reachable (next transport)"));
-    if (tern_plugin_has_query(p) && t->query(p->ctx, "status", status, sizeof status) == 0)
+    if (t->query(p->ctx, "status", status, sizeof status) == 0) /* a default answers no */
         json_object_object_add(j, "status", jstr(status));
     topology_json(cfg, p, j, rc, err, errlen);
     return j;

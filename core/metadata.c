@@ -3,15 +3,16 @@
  * "p2p" (built in) keeps our descriptor in memory for the handshake
  * daemon's Metadata replies and fetches a peer's with a Metadata request to
  * its server name.  Any other scheme is a plugin libtern-meta-<scheme>.so
- * (tern/metastore.h), found and checked like a transport: the file, then the
- * const symbol's magic, ABI major, struct size and operations, before any of
- * its code runs.
+ * (tern/metastore.h), found and checked by the same loader as a transport
+ * (plugin_load.h): one search order, the same checks before any of its
+ * code runs, and the core's copy of its table with a default for put_ttl.
  *
  * With a store, our entry lives only as long as we do: it is written with
  * put_ttl (a TTL in redis, a lease in etcd) and a keep-alive thread writes
  * it again every period, which refreshes the lifetime and puts it back in a
- * store that restarted empty.  A plugin without put_ttl (ABI 1.0) gets a
- * periodic check instead: the entry is put again when the store lost it.
+ * store that restarted empty.  A plugin without put_ttl (ABI 1.0; the
+ * default answers TERN_ERR_NOT_SUPPORTED) gets a periodic check instead:
+ * the entry is put again when the store lost it.
  * See docs/protocol.md, "Metadata store entries". */
 #include "metadata.h"
 
@@ -26,9 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileio.h"
 #include "handshake.h"
-#include "plugin.h"
+#include "plugin_load.h"
 #include "tern/metastore.h"
 #include "util.h"
 
@@ -46,7 +46,8 @@ struct tern_metadata {
     char *local_json;          /* p2p: what our daemon serves */
     char local_name[MD_MAX_SEGMENT + 1];
     void *dl;                  /* plugin backends */
-    const tern_metastore *ops;
+    const tern_metastore *ops; /* &table, NULL for p2p */
+    tern_metastore table;      /* the core's copy: every operation set */
     void *store;
     const struct tern_auth *auth; /* the engine's secret for p2p fetches */
     /* keep-alive of our entry in a store (plugin backends) */
@@ -64,107 +65,21 @@ struct tern_metadata {
 
 static int is_p2p(const tern_metadata *md) { return md->ops == NULL; }
 
-/* put_ttl is in the plugin's struct (ABI 1.1) and set. */
-static int has_put_ttl(const tern_metadata *md)
-{
-    return md->ops && md->ops->struct_size >= offsetof(tern_metastore, put_ttl) +
-                                                  sizeof md->ops->put_ttl &&
-           md->ops->put_ttl;
-}
-
-/* ------------------------------------------------------------ plugins */
-
-/* The ABI checks, in the order a broken plugin would fail them. */
-static int check_ops(const tern_metastore *m, const char *scheme, const char *path,
-                     char *err, size_t errlen)
-{
-    if (m->magic != TERN_METASTORE_MAGIC)
-        return tern_errf(err, errlen, TERN_ERR_ABI, "%s: %s has the wrong magic number", path,
-                         TERN_METASTORE_SYMBOL);
-    if (m->abi_major != TERN_METASTORE_ABI_MAJOR)
-        return tern_errf(err, errlen, TERN_ERR_ABI,
-                         "%s: built for metastore ABI %u.%u, this tern speaks %d.%d", path,
-                         m->abi_major, m->abi_minor, TERN_METASTORE_ABI_MAJOR,
-                         TERN_METASTORE_ABI_MINOR);
-    if (m->struct_size < offsetof(tern_metastore, list) + sizeof m->list)
-        return tern_errf(err, errlen, TERN_ERR_ABI,
-                         "%s: struct_size %u is smaller than the v1.0 layout", path,
-                         m->struct_size);
-    if (!m->open || !m->close || !m->get || !m->put || !m->del || !m->list)
-        return tern_errf(err, errlen, TERN_ERR_ABI, "%s: a mandatory operation is NULL", path);
-    if (!m->scheme || strcmp(m->scheme, scheme) != 0)
-        return tern_errf(err, errlen, TERN_ERR_ABI,
-                         "%s: plugin serves scheme \"%s\", expected \"%s\"", path,
-                         m->scheme ? m->scheme : "(null)", scheme);
-    return 0;
-}
-
-/* Open dir/libtern-meta-<scheme>.so: 1 not there, 0 loaded, <0 broken. */
-static int try_dir(tern_metadata *md, const char *dir, const char *scheme, char *err,
-                   size_t errlen)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/libtern-meta-%s.so", dir, scheme);
-    if (access(path, F_OK) != 0)
-        return 1;
-    if (tern_file_check_regular(path, err, errlen) < 0) /* a FIFO would block dlopen */
-        return TERN_ERR_PLUGIN;
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl)
-        return tern_errf(err, errlen, TERN_ERR_PLUGIN, "%s: dlopen failed: %s", path,
-                         dlerror());
-    const tern_metastore *m = dlsym(dl, TERN_METASTORE_SYMBOL);
-    if (!m) {
-        dlclose(dl);
-        return tern_errf(err, errlen, TERN_ERR_PLUGIN, "%s: no symbol %s", path,
-                         TERN_METASTORE_SYMBOL);
-    }
-    int rc = check_ops(m, scheme, path, err, errlen);
-    if (rc) {
-        dlclose(dl);
-        return rc;
-    }
-    md->dl = dl;
-    md->ops = m;
-    return 0;
-}
-
-/* Search plugin_path, $TERN_PLUGIN_PATH, then the default directory. */
+/* Find, open and check libtern-meta-<scheme>.so with the shared loader. */
 static int load_plugin(tern_metadata *md, const tern_config *cfg, const char *scheme,
                        char *err, size_t errlen)
 {
-    char tried[1024] = "";
-    size_t tl = 0;
-    const char *env = getenv("TERN_PLUGIN_PATH");
-    char *envcopy = env ? strdup(env) : NULL;
-    const char *dirs[64];
-    size_t nd = 0;
-    for (size_t i = 0; cfg && i < cfg->nplugin_path && nd < 60; i++)
-        dirs[nd++] = cfg->plugin_path[i];
-    char *save = NULL;
-    for (char *t = envcopy ? strtok_r(envcopy, ":", &save) : NULL; t && nd < 62;
-         t = strtok_r(NULL, ":", &save))
-        dirs[nd++] = t;
-    dirs[nd++] = tern_plugin_default_dir();
-    int rc = 1;
-    for (size_t i = 0; i < nd && rc == 1; i++) {
-        int dup = !dirs[i] || !*dirs[i];
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = dirs[j] && strcmp(dirs[i], dirs[j]) == 0;
-        if (dup)
-            continue;
-        rc = try_dir(md, dirs[i], scheme, err, errlen);
-        if (rc == 1 && tl < sizeof tried)
-            tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "",
-                                   dirs[i]);
-    }
-    free(envcopy);
-    if (rc == 1)
-        return tern_errf(err, errlen, TERN_ERR_PLUGIN,
-                         "metadata %s: no plugin libtern-meta-%s.so in %s; check plugin_path "
-                         "or $TERN_PLUGIN_PATH",
-                         md->uri, scheme, tried);
-    return rc;
+    char label[600], path[1024];
+    snprintf(label, sizeof label, "metadata %s", md->uri);
+    tern_plugin_ref ref = {.kind = &tern_metastore_kind, .name = scheme, .label = label,
+                           .cfg = cfg};
+    tern_load_outcome o = tern_plugin_find_file(&ref, path, sizeof path, err, errlen);
+    if (o == TERN_LOAD_OK)
+        o = tern_plugin_open_file(&ref, path, &md->table, &md->dl, NULL, err, errlen);
+    if (o != TERN_LOAD_OK)
+        return tern_load_outcome_err(o);
+    md->ops = &md->table;
+    return 0;
 }
 
 /* ---------------------------------------------------------- lifecycle */
@@ -289,8 +204,10 @@ static int store_err(const tern_metadata *md, int rc, const char *what, const ch
 static int store_write(tern_metadata *md, const char *key, const char *json, char *perr,
                        size_t perrlen)
 {
-    if (has_put_ttl(md))
-        return md->ops->put_ttl(md->store, key, json, strlen(json), md->ttl_s, perr, perrlen);
+    int rc = md->ops->put_ttl(md->store, key, json, strlen(json), md->ttl_s, perr, perrlen);
+    if (rc != TERN_ERR_NOT_SUPPORTED)
+        return rc;
+    perr[0] = '\0';
     return md->ops->put(md->store, key, json, strlen(json), perr, perrlen);
 }
 
@@ -306,16 +223,16 @@ static void keepalive_round(tern_metadata *md)
         return;
     uint64_t t0 = tern_now_ms();
     for (int attempt = 0; attempt < 2 && tern_now_ms() - t0 < 1000; attempt++) {
-        int rc;
-        if (has_put_ttl(md)) {
-            rc = store_write(md, key, md->pub_json, perr, sizeof perr);
-        } else {
+        size_t len = strlen(md->pub_json);
+        int rc = md->ops->put_ttl(md->store, key, md->pub_json, len, md->ttl_s, perr,
+                                  sizeof perr);
+        if (rc == TERN_ERR_NOT_SUPPORTED) { /* ABI 1.0: put it back only if lost */
             char *v = NULL;
-            size_t len = 0;
-            rc = md->ops->get(md->store, key, &v, &len, perr, sizeof perr);
+            size_t vlen = 0;
+            rc = md->ops->get(md->store, key, &v, &vlen, perr, sizeof perr);
             free(v);
             if (rc == TERN_ERR_NOT_FOUND)
-                rc = store_write(md, key, md->pub_json, perr, sizeof perr);
+                rc = md->ops->put(md->store, key, md->pub_json, len, perr, sizeof perr);
         }
         if (rc == 0)
             break;

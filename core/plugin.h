@@ -1,32 +1,17 @@
-/* core/plugin.h: finding, opening and checking transport plugins.
- * Search order: the entry's `path`, $TERN_PLUGIN_PATH,
- * `plugin_path`, the build or install plugin directory.  Each candidate's
- * outcome is recorded for tern-info and for error messages. */
+/* core/plugin.h: the configuration's transports, loaded.  Each entry goes
+ * through the one plugin loader (plugin_load.h: search, checks, the core's
+ * copy of the table with defaults), then its options are checked, init()
+ * and devices() run, and its outcome is recorded for tern-info and for
+ * error messages (docs/plugins.md, "How tern loads a plugin"). */
 #ifndef TERN_CORE_PLUGIN_H
 #define TERN_CORE_PLUGIN_H
 
 #include <stddef.h>
 
 #include "config.h"
+#include "plugin_host.h"
+#include "plugin_load.h"
 #include "tern/transport.h"
-
-typedef enum tern_load_outcome {
-    TERN_LOAD_OK = 0,
-    TERN_LOAD_NOT_FOUND,      /* no file in any searched directory */
-    TERN_LOAD_DLOPEN,         /* dlopen failed: dlerror() text */
-    TERN_LOAD_NO_SYMBOL,      /* tern_transport_v1 missing */
-    TERN_LOAD_BAD_MAGIC,
-    TERN_LOAD_ABI_MISMATCH,   /* abi_major differs */
-    TERN_LOAD_TOO_SMALL,      /* struct_size below the v1.0 layout */
-    TERN_LOAD_MISSING_OP,     /* a mandatory operation is NULL */
-    TERN_LOAD_NAME_MISMATCH,  /* the symbol's name differs from the entry's */
-    TERN_LOAD_BAD_OPTION,     /* the YAML entry does not fit the option table */
-    TERN_LOAD_INIT_FAILED,    /* init() returned an error: plugin's message */
-    TERN_LOAD_NO_DEVICE,      /* init() said TERN_ERR_NOT_FOUND / no devices */
-    TERN_LOAD_NOT_TRIED,      /* not attempted: an earlier required transport failed */
-} tern_load_outcome;
-
-const char *tern_load_outcome_name(tern_load_outcome o); /* "loaded", "not found", ... */
 
 /* One transport the configuration named, loaded or not. */
 typedef struct tern_plugin {
@@ -38,10 +23,16 @@ typedef struct tern_plugin {
     char path[1024];              /* the file that was opened ("" if none) */
     char message[1024];           /* what happened, including every path tried */
     void *dl;                     /* dlopen handle */
-    const tern_transport *ops;    /* NULL unless loaded */
+    /* The core's copy of the plugin's table: every operation is set (the
+     * ones the plugin left out hold the core's defaults, plugin_kinds.c),
+     * so callers never test for NULL.  NULL unless loaded. */
+    const tern_transport *ops;
+    tern_transport table;         /* what ops points at */
+    int polls;                    /* slices come back through poll() (ABI 1.0
+                                     style): the core runs a poll thread */
     void *ctx;                    /* plugin context from init() */
     tern_host_services host;      /* what we handed to init() */
-    struct tern_plugin_host *hostdata; /* core-side state behind host.host */
+    tern_plugin_host *hostdata;   /* core-side state behind host.host */
     tern_device_info devices[TERN_MAX_DEVICES];
     int ndevices;
     uint64_t slice_size;          /* per-transport slice size */
@@ -59,15 +50,6 @@ int tern_plugins_load(const tern_config *cfg, void (*log)(void *, int, const cha
                       void *log_arg, tern_plugin_set *set, char *err, size_t errlen);
 void tern_plugins_unload(tern_plugin_set *set);
 
-/* The in-tree / installed plugin directory compiled into the library. */
-const char *tern_plugin_default_dir(void);
-
-
-/* ---- appended by the loader -------------------------------------------- */
-
-/* Stable machine key of an outcome for JSON ("loaded", "not_found", ...). */
-const char *tern_load_outcome_key(tern_load_outcome o);
-
 /* The loaded plugin called name, or NULL. */
 tern_plugin *tern_plugins_find(tern_plugin_set *set, const char *name);
 
@@ -84,22 +66,5 @@ void tern_plugins_set_completion(tern_plugin_set *set, void (*complete)(tern_sli
  * (docs/gpu.md).  Set before any memory is registered. */
 struct tern_cuda;
 void tern_plugins_set_cuda(tern_plugin_set *set, struct tern_cuda *cuda);
-
-/* Optional operations: a member the plugin's struct_size does not cover, or
- * NULL, means "not supported" (the core then answers TERN_ERR_NOT_SUPPORTED). */
-#define TERN_PLUGIN_HAS_OP(p, member)                                              \
-    ((p) != NULL && (p)->ops != NULL &&                                            \
-     TERN_HAS_MEMBER((p)->ops->struct_size, tern_transport, member) &&             \
-     (p)->ops->member != NULL)
-
-static inline int tern_plugin_has_ep_reset(const tern_plugin *p)
-{
-    return TERN_PLUGIN_HAS_OP(p, ep_reset);
-}
-
-static inline int tern_plugin_has_query(const tern_plugin *p)
-{
-    return TERN_PLUGIN_HAS_OP(p, query);
-}
 
 #endif

@@ -7,6 +7,9 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
+  ${CMAKE_CURRENT_LIST_DIR}/desc_json.c
+  ${CMAKE_CURRENT_LIST_DIR}/segment_desc.c
+  ${CMAKE_CURRENT_LIST_DIR}/hs_desc.c
   ${CMAKE_CURRENT_LIST_DIR}/gpu_api.c
   ${CMAKE_CURRENT_LIST_DIR}/gpu_topo.c
   ${CMAKE_CURRENT_LIST_DIR}/engine.c
@@ -26,6 +29,9 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/notify.c
   ${CMAKE_CURRENT_LIST_DIR}/peer_check.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_host.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_kinds.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_load.c
   ${CMAKE_CURRENT_LIST_DIR}/segments.c
   ${CMAKE_CURRENT_LIST_DIR}/topology.c
   ${CMAKE_CURRENT_LIST_DIR}/topology_load.c

@@ -31,7 +31,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ["src/module.c", "src/engine.c", "src/segment.c", "src/batch.c"]
+SOURCES = ["src/module.c", "src/engine.c", "src/engine_memory.c", "src/engine_peers.c",
+           "src/registration.c", "src/segment.c", "src/batch.c"]
 
 
 def fail(msg):

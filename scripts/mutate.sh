@@ -39,8 +39,9 @@ BLD=$DIR/build
 # Keep each mutation on ONE line: when the code moves, re-point it here.
 read -r -d '' TABLE <<'EOF'
 # -- the ABI checks
-abi-major-newer-accepted | quick | \(t->abi_major \K!=(?= TERN_TRANSPORT_ABI_MAJOR\)) | < | test_loader | loader/newer_abi_major
-meta-abi-major-newer-accepted | - | \(m->abi_major \K!=(?= TERN_METASTORE_ABI_MAJOR\)) | < | test_metadata | plugin/every_abi_check_is_made
+# (one loader checks both kinds: the same edit must fail both tests)
+abi-major-newer-accepted | quick | \(t->abi_major \K!=(?= k->abi_major\)) | < | test_loader | loader/newer_abi_major
+meta-abi-major-newer-accepted | - | \(t->abi_major \K!=(?= k->abi_major\)) | < | test_metadata | plugin/every_abi_check_is_made
 # -- handshake daemon: frame cap, deadline for slow clients
 hs-no-frame-cap | quick | if \(n == 0\K \|\| n > max_frame(?=\)) | || 0 | test_hostile | hostile/handshake_length_far_over_the_limit
 hs-slow-clients-never-expire | - | if \(\Kc->deadline_ms <= now(?=\)) | 0 | test_hostile | hostile/handshake_slowloris_one_byte_per_second

@@ -138,7 +138,7 @@ int tern_complete_pollers_start(struct tern_dp *dp, char *err, size_t errlen)
     atomic_store(&dp->poll_stop, 0);
     for (size_t i = 0; i < e->nxports; i++) {
         tern_xport *x = &e->xports[i];
-        if (!x->ops->poll) /* 1.1: completions come through complete() */
+        if (!x->pl->polls) /* 1.1: completions come through complete() */
             continue;
         poller_arg *a = malloc(sizeof *a);
         if (a) {

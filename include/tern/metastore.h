@@ -13,7 +13,8 @@
  * I/O timeout and must then fail with TERN_ERR_TIMEOUT or TERN_ERR_CONNECT,
  * never hang.  Calls may come from several threads at once.
  *
- * ABI 1.1 appends put_ttl (optional: the core checks struct_size and NULL).
+ * ABI 1.1 appends put_ttl (optional: when struct_size does not cover it or
+ * it is NULL, the core writes with put and checks the entry instead).
  * Entries written with it expire unless refreshed, so a dead engine's
  * segment disappears; the core calls it again every keep-alive period,
  * which also puts the entry back in a store that restarted empty.  See

@@ -14,7 +14,8 @@
  *  - abi_major changes on any breaking change, together with the symbol
  *    name.  abi_minor grows when members are appended.
  *  - Mandatory operations must be non-NULL (checked at load).  Optional
- *    operations may be NULL; the core then answers TERN_ERR_NOT_SUPPORTED.
+ *    operations may be NULL; the core then uses its own default, which
+ *    answers TERN_ERR_NOT_SUPPORTED (docs/plugins.md, Optional operations).
  *
  * Ownership: the core allocates and frees every tern_slice and tern_desc it
  * hands to a plugin; the plugin owns its own context, endpoints and memory

@@ -1,4 +1,6 @@
-/* python/src/engine.c: tern.Engine and tern.Registration.
+/* python/src/engine.c: tern.Engine: creation, close, batches, attributes
+ * and the method table (its methods on memory are in engine_memory.c, on
+ * other engines in engine_peers.c; tern.Registration in registration.c).
  *
  * An Engine owns one tern_engine, the registrations made through it (each a
  * Registration holding the registered Python object and its buffer export),
@@ -13,130 +15,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-
-/* ---- Registration -------------------------------------------------------- */
-
-static void reg_dealloc(RegObject *r)
-{
-    if (r->has_view)
-        PyBuffer_Release(&r->view);
-    Py_XDECREF(r->owner);
-    Py_XDECREF(r->name);
-    Py_XDECREF(r->location);
-    Py_TYPE(r)->tp_free((PyObject *)r);
-}
-
-static PyObject *reg_repr(RegObject *r)
-{
-    return PyUnicode_FromFormat("<tern.Registration 0x%zx length=%zu name=%R location=%R>",
-                                (size_t)r->addr, r->len, r->name, r->location);
-}
-
-static PyObject *reg_get_address(RegObject *r, void *c)
-{
-    (void)c;
-    return PyLong_FromUnsignedLongLong(r->addr);
-}
-
-static PyObject *reg_get_length(RegObject *r, void *c)
-{
-    (void)c;
-    return PyLong_FromSize_t(r->len);
-}
-
-static PyObject *reg_get_obj(RegObject *r, void *c)
-{
-    (void)c;
-    return Py_NewRef(r->owner);
-}
-
-static PyObject *reg_get_name(RegObject *r, void *c)
-{
-    (void)c;
-    return Py_NewRef(r->name);
-}
-
-static PyObject *reg_get_location(RegObject *r, void *c)
-{
-    (void)c;
-    return Py_NewRef(r->location);
-}
-
-static PyGetSetDef reg_getset[] = {
-    {"address", (getter)reg_get_address, NULL, "first byte of the registered memory", NULL},
-    {"length", (getter)reg_get_length, NULL, "bytes registered", NULL},
-    {"obj", (getter)reg_get_obj, NULL,
-     "the object kept alive by this registration (the buffer, or keep=), or None", NULL},
-    {"name", (getter)reg_get_name, NULL, "the application's name for it, or None", NULL},
-    {"location", (getter)reg_get_location, NULL,
-     "the location given at registration ('cpu:0'), or None when detected", NULL},
-    {NULL, NULL, NULL, NULL, NULL}};
-
-PyTypeObject TernPy_RegType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tern.Registration",
-    .tp_basicsize = sizeof(RegObject),
-    .tp_dealloc = (destructor)reg_dealloc,
-    .tp_repr = (reprfunc)reg_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Memory registered with an Engine (Engine.registrations()).\n\n"
-              "It keeps the registered object alive until Engine.unregister() and\n"
-              "until no batch that used it can still touch it.",
-    .tp_getset = reg_getset,
-};
-
-/* ---- the registration table: sorted by address ---------------------------- */
-
-static size_t regs_upper_bound(EngineObject *eo, uintptr_t addr)
-{
-    size_t lo = 0, hi = eo->nregs;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (eo->regs[mid]->addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-RegObject *ternpy_engine_find_reg(EngineObject *eo, uintptr_t addr, uint64_t len)
-{
-    size_t i = regs_upper_bound(eo, addr);
-    if (i == 0)
-        return NULL;
-    RegObject *r = eo->regs[i - 1];
-    if (addr - r->addr > r->len || len > r->len - (addr - r->addr))
-        return NULL;
-    return r;
-}
-
-static int regs_insert(EngineObject *eo, RegObject *r)
-{
-    if (eo->nregs == eo->capregs) {
-        size_t cap = eo->capregs ? eo->capregs * 2 : 8;
-        RegObject **n = PyMem_Realloc(eo->regs, cap * sizeof *n);
-        if (!n) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        eo->regs = n;
-        eo->capregs = cap;
-    }
-    size_t i = regs_upper_bound(eo, r->addr);
-    memmove(&eo->regs[i + 1], &eo->regs[i], (eo->nregs - i) * sizeof *eo->regs);
-    eo->regs[i] = r; /* the table's reference */
-    eo->nregs++;
-    return 0;
-}
-
-static RegObject *regs_take(EngineObject *eo, size_t i)
-{
-    RegObject *r = eo->regs[i];
-    memmove(&eo->regs[i], &eo->regs[i + 1], (eo->nregs - i - 1) * sizeof *eo->regs);
-    eo->nregs--;
-    return r;
-}
 
 /* ---- live batches and parked ones --------------------------------------- */
 
@@ -360,7 +238,7 @@ static int engine_close_impl(EngineObject *self)
     tern_engine_destroy(e);
     Py_END_ALLOW_THREADS
     while (self->nregs)
-        Py_DECREF(regs_take(self, self->nregs - 1));
+        Py_DECREF(ternpy_regs_take(self, self->nregs - 1));
     self->closing = 0;
     return 0;
 }
@@ -404,359 +282,6 @@ static void engine_dealloc(EngineObject *self)
     Py_XDECREF(self->server_name);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
-
-/* ---- memory --------------------------------------------------------------- */
-
-static int reg_fill_from_buffer(RegObject *r, PyObject *obj, PyObject *length)
-{
-    if (PyObject_GetBuffer(obj, &r->view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS) < 0) {
-        /* BufferError says what is wrong with the object; say what works. */
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyObject *why = ev ? PyObject_Str(ev) : NULL;
-        char msg[512];
-        snprintf(msg, sizeof msg,
-                 "register: %s; the object must expose writable, contiguous memory "
-                 "(bytearray, writable memoryview, contiguous numpy array)",
-                 why && PyUnicode_AsUTF8(why) ? PyUnicode_AsUTF8(why) : "no buffer");
-        PyErr_Clear();
-        Py_XDECREF(why);
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        ternpy_raise(TERN_ERR_INVAL, msg);
-        return -1;
-    }
-    r->has_view = 1;
-    r->addr = (uintptr_t)r->view.buf;
-    r->len = (size_t)r->view.len;
-    if (length != Py_None) {
-        size_t n = PyLong_AsSize_t(length);
-        if (n == (size_t)-1 && PyErr_Occurred())
-            return -1;
-        if (n > r->len) {
-            PyErr_Clear();
-            ternpy_raise(TERN_ERR_INVAL, "register: length is larger than the object's buffer");
-            return -1;
-        }
-        r->len = n;
-    }
-    r->owner = Py_NewRef(obj);
-    return 0;
-}
-
-static int reg_fill_from_address(RegObject *r, PyObject *obj, PyObject *length,
-                                 PyObject *owner)
-{
-    unsigned long long a = PyLong_AsUnsignedLongLong(obj);
-    if (a == (unsigned long long)-1 && PyErr_Occurred())
-        return -1;
-    if (length == Py_None) {
-        ternpy_raise(TERN_ERR_INVAL, "register: an integer address needs length=");
-        return -1;
-    }
-    size_t n = PyLong_AsSize_t(length);
-    if (n == (size_t)-1 && PyErr_Occurred())
-        return -1;
-    r->addr = (uintptr_t)a;
-    r->len = n;
-    r->owner = Py_NewRef(owner);
-    return 0;
-}
-
-static PyObject *engine_register(EngineObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"obj", "length", "name", "location", "keep", NULL};
-    PyObject *obj, *length = Py_None, *name = Py_None, *location = Py_None, *owner = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO$O:register", kwlist, &obj, &length,
-                                     &name, &location, &owner))
-        return NULL;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    if ((name != Py_None && !PyUnicode_Check(name)) ||
-        (location != Py_None && !PyUnicode_Check(location))) {
-        PyErr_SetString(PyExc_TypeError, "register: name and location must be str or None");
-        return NULL;
-    }
-#if !TERNPY_V2
-    if (name != Py_None)
-        return ternpy_raise(TERN_ERR_NOT_SUPPORTED,
-                            "register: named buffers need a libtern with "
-                            "tern_register_memory_named (application API v2)");
-#endif
-    RegObject *r = PyObject_New(RegObject, &TernPy_RegType);
-    if (!r)
-        return NULL;
-    r->owner = NULL;
-    r->has_view = 0;
-    r->name = Py_NewRef(name);
-    r->location = Py_NewRef(location);
-    int rc = PyObject_CheckBuffer(obj) ? reg_fill_from_buffer(r, obj, length)
-             : PyIndex_Check(obj)      ? reg_fill_from_address(r, obj, length, owner)
-                                       : (PyErr_Format(PyExc_TypeError,
-                                                       "register: expected an object with the "
-                                                       "buffer protocol or an int address, "
-                                                       "not %.100s",
-                                                       Py_TYPE(obj)->tp_name),
-                                          -1);
-    if (rc == 0 && owner != Py_None && r->owner != owner) {
-        Py_SETREF(r->owner, Py_NewRef(owner)); /* the buffer stays held by r->view */
-    }
-    const char *loc = rc == 0 && location != Py_None ? PyUnicode_AsUTF8(location) : NULL;
-    const char *nm = rc == 0 && name != Py_None ? PyUnicode_AsUTF8(name) : NULL;
-    if (rc < 0 || (location != Py_None && !loc) || (name != Py_None && !nm)) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    TERNPY_ENTER(self);
-#if TERNPY_V2
-    rc = tern_register_memory_named(self->e, (void *)r->addr, r->len, loc, nm);
-#else
-    rc = tern_register_memory(self->e, (void *)r->addr, r->len, loc);
-#endif
-    TERNPY_LEAVE(self);
-    if (rc < 0) {
-        ternpy_raise_engine(self, rc);
-        Py_DECREF(r);
-        return NULL;
-    }
-    if (regs_insert(self, r) < 0) {
-        tern_unregister_memory(self->e, (void *)r->addr);
-        Py_DECREF(r);
-        return NULL;
-    }
-    return PyLong_FromUnsignedLongLong(r->addr);
-}
-
-/* The index of the registration for obj: the same object, else its address. */
-static Py_ssize_t reg_index_of(EngineObject *self, PyObject *obj, uintptr_t *addr)
-{
-    for (size_t i = 0; i < self->nregs; i++)
-        if (self->regs[i]->owner == obj && obj != Py_None) {
-            *addr = self->regs[i]->addr;
-            return (Py_ssize_t)i;
-        }
-    if (PyObject_CheckBuffer(obj)) {
-        Py_buffer v;
-        if (PyObject_GetBuffer(obj, &v, PyBUF_SIMPLE) < 0)
-            return -2;
-        *addr = (uintptr_t)v.buf;
-        PyBuffer_Release(&v);
-    } else {
-        unsigned long long a = PyLong_AsUnsignedLongLong(obj);
-        if (a == (unsigned long long)-1 && PyErr_Occurred())
-            return -2;
-        *addr = (uintptr_t)a;
-    }
-    size_t i = regs_upper_bound(self, *addr);
-    return i > 0 && self->regs[i - 1]->addr == *addr ? (Py_ssize_t)(i - 1) : -1;
-}
-
-static PyObject *engine_unregister(EngineObject *self, PyObject *obj)
-{
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    uintptr_t addr = 0;
-    Py_ssize_t i = reg_index_of(self, obj, &addr);
-    if (i == -2)
-        return NULL;
-    int rc;
-    TERNPY_ENTER(self);
-    rc = tern_unregister_memory(self->e, (void *)addr);
-    TERNPY_LEAVE(self);
-    if (rc < 0)
-        return ternpy_raise_engine(self, rc);
-    /* The table may have changed while the GIL was released. */
-    size_t j = regs_upper_bound(self, addr);
-    if (j > 0 && self->regs[j - 1]->addr == addr)
-        Py_DECREF(regs_take(self, j - 1));
-    Py_RETURN_NONE;
-}
-
-static PyObject *engine_registrations(EngineObject *self, PyObject *unused)
-{
-    (void)unused;
-    PyObject *l = PyList_New((Py_ssize_t)self->nregs);
-    for (size_t i = 0; l && i < self->nregs; i++)
-        PyList_SET_ITEM(l, (Py_ssize_t)i, Py_NewRef(self->regs[i]));
-    return l;
-}
-
-/* ---- segments and notifications ------------------------------------------- */
-
-static PyObject *engine_open_segment(EngineObject *self, PyObject *name)
-{
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    const char *s = PyUnicode_AsUTF8(name);
-    if (!s)
-        return NULL;
-    tern_segment_id id;
-    TERNPY_ENTER(self);
-    id = tern_segment_open(self->e, s);
-    TERNPY_LEAVE(self);
-    if (id < 0)
-        return ternpy_raise_engine(self, id);
-    return ternpy_segment_new(self, id, name);
-}
-
-static PyObject *engine_descriptor(EngineObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    char *json = NULL;
-    int rc = tern_segment_descriptor(self->e, TERN_LOCAL_SEGMENT, &json);
-    if (rc < 0)
-        return ternpy_raise_engine(self, rc);
-    PyObject *r = ternpy_json_loads(json);
-    free(json);
-    return r;
-}
-
-static PyObject *engine_notify_send(EngineObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"segment", "name", "msg", NULL};
-    PyObject *seg, *msg;
-    const char *name;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsO:notify_send", kwlist, &seg, &name, &msg))
-        return NULL;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    tern_segment_id id;
-    if (ternpy_segment_arg(self, seg, &id) < 0)
-        return NULL;
-    PyObject *bytes = PyUnicode_Check(msg) ? PyUnicode_AsUTF8String(msg) : Py_XNewRef(msg);
-    if (!bytes || !PyBytes_Check(bytes)) {
-        if (bytes)
-            PyErr_SetString(PyExc_TypeError, "notify_send: msg must be str or bytes");
-        Py_XDECREF(bytes);
-        return NULL;
-    }
-    if (strlen(PyBytes_AS_STRING(bytes)) != (size_t)PyBytes_GET_SIZE(bytes)) {
-        Py_DECREF(bytes);
-        return ternpy_raise(TERN_ERR_INVAL, "notify_send: msg contains a NUL byte");
-    }
-    int rc;
-    TERNPY_ENTER(self);
-    rc = tern_notify_send(self->e, id, name, PyBytes_AS_STRING(bytes));
-    TERNPY_LEAVE(self);
-    Py_DECREF(bytes);
-    if (rc < 0)
-        return ternpy_raise_engine(self, rc);
-    Py_RETURN_NONE;
-}
-
-static PyObject *engine_notify_recv(EngineObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"timeout", NULL};
-    PyObject *timeout = NULL;
-    int ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:notify_recv", kwlist, &timeout))
-        return NULL;
-    if (timeout && ternpy_timeout_ms(timeout, &ms) < 0)
-        return NULL;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    char from[256], name[256];
-    char *msg = PyMem_Malloc(TERN_NOTIFY_MAX + 1);
-    if (!msg)
-        return PyErr_NoMemory();
-    int rc;
-    if (ms == 0) {
-        rc = tern_notify_recv(self->e, from, sizeof from, name, sizeof name, msg,
-                              TERN_NOTIFY_MAX + 1);
-    } else {
-#if TERNPY_V2
-        TERNPY_ENTER(self);
-        rc = tern_notify_recv_wait(self->e, from, sizeof from, name, sizeof name, msg,
-                                   TERN_NOTIFY_MAX + 1, ms);
-        TERNPY_LEAVE(self);
-#else
-        PyMem_Free(msg);
-        return ternpy_raise(TERN_ERR_NOT_SUPPORTED,
-                            "notify_recv: waiting needs tern_notify_recv_wait "
-                            "(application API v2)");
-#endif
-    }
-    PyObject *r = rc < 0    ? ternpy_raise_engine(self, rc)
-                  : rc == 0 ? Py_NewRef(Py_None)
-                            : ternpy_notification(from, name, msg);
-    PyMem_Free(msg);
-    return r;
-}
-
-#if TERNPY_V2
-static PyObject *engine_notify_fileno(EngineObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    int fd = tern_notify_fd(self->e);
-    if (fd < 0)
-        return ternpy_raise_engine(self, fd);
-    return PyLong_FromLong(fd);
-}
-
-static PyObject *engine_notify_stats(EngineObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    tern_notify_stats st;
-    int rc = tern_notify_stats_get(self->e, &st);
-    if (rc < 0)
-        return ternpy_raise_engine(self, rc);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "received",
-                         (unsigned long long)st.received, "delivered",
-                         (unsigned long long)st.delivered, "refused",
-                         (unsigned long long)st.refused, "queued",
-                         (unsigned long long)st.queued, "sent", (unsigned long long)st.sent,
-                         "send_failed", (unsigned long long)st.send_failed);
-}
-
-static PyObject *engine_notify_recv_async(EngineObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"timeout", NULL};
-    PyObject *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:notify_recv_async", kwlist, &timeout))
-        return NULL;
-    PyObject *a = PyTuple_Pack(2, (PyObject *)self, timeout);
-    if (!a)
-        return NULL;
-    PyObject *r = ternpy_aio("notify_recv", a);
-    Py_DECREF(a);
-    return r;
-}
-
-static PyObject *engine_buffers(EngineObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"segment", NULL};
-    PyObject *seg = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:buffers", kwlist, &seg))
-        return NULL;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    tern_segment_id id = TERN_LOCAL_SEGMENT;
-    if (seg != Py_None && ternpy_segment_arg(self, seg, &id) < 0)
-        return NULL;
-    return ternpy_segment_buffers(self, id);
-}
-
-static PyObject *engine_buffer(EngineObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"segment", "name", NULL};
-    PyObject *seg, *name;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OU:buffer", kwlist, &seg, &name))
-        return NULL;
-    if (ternpy_engine_check(self) < 0)
-        return NULL;
-    tern_segment_id id = TERN_LOCAL_SEGMENT;
-    if (seg != Py_None && ternpy_segment_arg(self, seg, &id) < 0)
-        return NULL;
-    return ternpy_segment_buffer(self, id, name);
-}
-#endif
 
 /* ---- batches and one-call transfers --------------------------------------- */
 
@@ -819,7 +344,7 @@ static PyMethodDef engine_methods[] = {
      "object.  Idempotent.  BusyError if another thread is inside a call."},
     {"__enter__", (PyCFunction)engine_enter, METH_NOARGS, "Return the engine."},
     {"__exit__", (PyCFunction)engine_exit, METH_VARARGS, "close() the engine."},
-    {"register", CF(engine_register), KW,
+    {"register", CF(ternpy_engine_register), KW,
      "register(obj, length=None, name=None, location=None, *, keep=None) -> int\n\n"
      "Register memory with every loaded transport and publish it; returns its\n"
      "address.  obj is an object with the buffer protocol (bytearray, writable\n"
@@ -829,15 +354,15 @@ static PyMethodDef engine_methods[] = {
      "application's name for it ('kv/layer0'), by which peers find it\n"
      "(Engine.buffer(segment, name)).  location: 'cpu:0'..., None to detect\n"
      "it.  ExistsError when it overlaps a registration or reuses a name."},
-    {"unregister", (PyCFunction)engine_unregister, METH_O,
+    {"unregister", (PyCFunction)ternpy_engine_unregister, METH_O,
      "unregister(obj_or_address)\n\nUnregister memory registered with register() (the same object or\n"
      "its address).  The object is released once no batch can touch it."},
-    {"registrations", (PyCFunction)engine_registrations, METH_NOARGS,
+    {"registrations", (PyCFunction)ternpy_engine_registrations, METH_NOARGS,
      "registrations() -> list[Registration]\n\nWhat is registered, by address."},
-    {"open_segment", (PyCFunction)engine_open_segment, METH_O,
+    {"open_segment", (PyCFunction)ternpy_engine_open_segment, METH_O,
      "open_segment(name) -> Segment\n\nOpen a peer's segment by its server name ('host:port'), fetching its\n"
      "descriptor.  Opening an open segment returns the same id."},
-    {"descriptor", (PyCFunction)engine_descriptor, METH_NOARGS,
+    {"descriptor", (PyCFunction)ternpy_engine_descriptor, METH_NOARGS,
      "descriptor() -> dict\n\nThis engine's own segment descriptor (name, buffers, devices...)."},
     {"batch", CF(engine_batch), KW,
      "batch(capacity=64) -> Batch\n\nA new batch of at most `capacity` requests (Batch(engine, capacity))."},
@@ -853,27 +378,27 @@ static PyMethodDef engine_methods[] = {
      "transfer_sync_read(local, segment, remote, length=None, timeout=None)\n\n"
      "Read `length` bytes at address `remote` of a peer's segment into local\n"
      "memory; arguments as transfer_sync_write()."},
-    {"notify_send", CF(engine_notify_send), KW,
+    {"notify_send", CF(ternpy_engine_notify_send), KW,
      "notify_send(segment, name, msg)\n\nSend a short message (str or bytes, at most NOTIFY_MAX bytes) to the\n"
      "owner of a segment.  The GIL is released while it runs."},
-    {"notify_recv", CF(engine_notify_recv), KW,
+    {"notify_recv", CF(ternpy_engine_notify_recv), KW,
      "notify_recv(timeout=0) -> Notification | None\n\nThe oldest received notification (sender, name, msg), or None when\n"
      "none came within `timeout` seconds (0: do not wait; None: wait for\n"
      "one).  The GIL is released while it waits."},
 #if TERNPY_V2
-    {"notify_recv_async", CF(engine_notify_recv_async), KW,
+    {"notify_recv_async", CF(ternpy_engine_notify_recv_async), KW,
      "notify_recv_async(timeout=None) -> Notification | None  (a coroutine)\n\n"
      "await the next notification in asyncio, woken by notify_fileno()."},
-    {"notify_fileno", (PyCFunction)engine_notify_fileno, METH_NOARGS,
+    {"notify_fileno", (PyCFunction)ternpy_engine_notify_fileno, METH_NOARGS,
      "notify_fileno() -> int\n\nAn eventfd, readable while notifications are queued (owned by the\n"
      "engine: do not close or read it; notify_recv drains it)."},
-    {"notify_stats", (PyCFunction)engine_notify_stats, METH_NOARGS,
+    {"notify_stats", (PyCFunction)ternpy_engine_notify_stats, METH_NOARGS,
      "notify_stats() -> dict\n\nreceived, delivered, refused (sends refused while the queue was\n"
      "full), queued, sent, send_failed."},
-    {"buffers", CF(engine_buffers), KW,
+    {"buffers", CF(ternpy_engine_buffers), KW,
      "buffers(segment=None) -> list[BufferInfo]\n\nA segment's registered buffers (name, address, length, location), by\n"
      "address, from its descriptor fetched again; segment None: this engine's."},
-    {"buffer", CF(engine_buffer), KW,
+    {"buffer", CF(ternpy_engine_buffer), KW,
      "buffer(segment, name) -> BufferInfo\n\nThe segment's buffer registered under `name` (NotFoundError if none);\n"
      "its address is the remote of a request."},
 #endif

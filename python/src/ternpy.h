@@ -1,8 +1,10 @@
 /* python/src/ternpy.h: the objects of the tern Python extension.
  *
- * One type per file: Engine and its registrations (engine.c), Segment
- * (segment.c), Batch and the one-call transfers (batch.c); module.c holds the
- * exception classes, the result types and the module functions.
+ * One type per file: Engine (engine.c, with its methods on memory in
+ * engine_memory.c and on other engines in engine_peers.c), Registration and
+ * an engine's table of them (registration.c), Segment (segment.c), Batch
+ * and the one-call transfers (batch.c); module.c holds the exception
+ * classes, the result types and the module functions.
  *
  * Rules every file follows (docs/python.md, "Threading and memory"):
  *  - Every call into libtern that can block (network, waits, transfers) runs
@@ -165,5 +167,27 @@ PyObject *ternpy_request_state(const tern_request_state *st, const char *msg);
 PyObject *ternpy_notification(const char *from, const char *name, const char *msg);
 /* json.loads(text), new reference. */
 PyObject *ternpy_json_loads(const char *text);
+
+/* ---- shared between the Engine's files ---------------------------------- */
+
+/* ---- registration.c: the engine's table of registrations ---- */
+size_t ternpy_regs_upper_bound(EngineObject *eo, uintptr_t addr);
+int ternpy_regs_insert(EngineObject *eo, RegObject *r);
+RegObject *ternpy_regs_take(EngineObject *eo, size_t i);
+
+/* ---- Engine methods in engine_memory.c and engine_peers.c (the method
+ * table is engine.c's) ---- */
+PyObject *ternpy_engine_register(EngineObject *self, PyObject *args, PyObject *kw);
+PyObject *ternpy_engine_unregister(EngineObject *self, PyObject *obj);
+PyObject *ternpy_engine_registrations(EngineObject *self, PyObject *unused);
+PyObject *ternpy_engine_open_segment(EngineObject *self, PyObject *name);
+PyObject *ternpy_engine_descriptor(EngineObject *self, PyObject *unused);
+PyObject *ternpy_engine_notify_send(EngineObject *self, PyObject *args, PyObject *kw);
+PyObject *ternpy_engine_notify_recv(EngineObject *self, PyObject *args, PyObject *kw);
+PyObject *ternpy_engine_notify_fileno(EngineObject *self, PyObject *unused);
+PyObject *ternpy_engine_notify_stats(EngineObject *self, PyObject *unused);
+PyObject *ternpy_engine_notify_recv_async(EngineObject *self, PyObject *args, PyObject *kw);
+PyObject *ternpy_engine_buffers(EngineObject *self, PyObject *args, PyObject *kw);
+PyObject *ternpy_engine_buffer(EngineObject *self, PyObject *args, PyObject *kw);
 
 #endif

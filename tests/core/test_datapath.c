@@ -136,7 +136,8 @@ Test(datapath, abi11_plugin_using_complete_moves_data)
     link_to(&a, &b);
     const tern_transport *ops = a.e->xports[0].ops;
     cr_assert_geq(ops->abi_minor, 1, "built for ABI 1.1 or later");
-    cr_assert_null(ops->poll, "no poll: completions come through complete()");
+    cr_assert_not(a.e->xports[0].pl->polls, "no poll: completions come through complete()");
+    cr_assert_eq(ops->poll(NULL, NULL, 0, 0), TERN_ERR_NOT_SUPPORTED, "the core's default poll");
     cr_assert_eq(a.e->dp->polling[0], 0, "no thread polls it");
     move_and_check(&a, &b, LEN);
     cr_assert_eq(plugin_count(&a, 0, "submitted"), 2 * LEN / 65536, "16 + 16 slices");

@@ -121,7 +121,8 @@ Test(loader, memcpy_transport_moves_bytes_and_checks_ranges)
     cr_assert_str_eq(a.p->path, want);
     cr_assert_eq(a.p->ndevices, 1);
     cr_assert_str_eq(a.p->devices[0].name, "mem0");
-    cr_assert_null(a.t->poll, "memcpy hands slices back through complete()");
+    cr_assert_not(a.p->polls, "memcpy hands slices back through complete()");
+    cr_assert_eq(a.t->poll(a.p->ctx, NULL, 0, 0), TERN_ERR_NOT_SUPPORTED, "the default poll");
 
     static char src[4096], dst[4096];
     for (size_t i = 0; i < sizeof src; i++)

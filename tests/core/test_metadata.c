@@ -331,8 +331,18 @@ Test(p2p, unknown_scheme_and_garbage_uri)
     tern_config c = cfg_for("nosuch://h:1", "t", 500);
     tern_metadata *md = NULL;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
-    cr_assert(strstr(err, "libtern-meta-nosuch.so"), "%s", err);
+    cr_assert(strstr(err, "metadata nosuch://h:1: libtern-meta-nosuch.so not found; tried: "),
+              "%s", err);
     cr_assert(strstr(err, plugin_dirs[0]), "names the directories searched: %s", err);
+    cr_assert_null(strstr(err, "did you mean"), "nothing close to 'nosuch': %s", err);
+    /* a misspelled scheme names the installed store of the closest name,
+     * as a misspelled transport does */
+    char *test_dirs[] = {TERN_META_TEST_DIR};
+    c = cfg_for("badmagc://h:1", "t", 500);
+    c.plugin_path = test_dirs;
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
+    cr_assert(strstr(err, "libtern-meta-badmagc.so not found (did you mean 'badmagic'? "), "%s",
+              err);
     c = cfg_for("redis", "t", 500);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG);
     c = cfg_for("../../x://h", "t", 500);
@@ -488,12 +498,24 @@ static void check_refused(const char *uri, int code, const char *want)
 
 Test(plugin, every_abi_check_is_made)
 {
-    check_refused("badmagic://h:1", TERN_ERR_ABI, "wrong magic");
-    check_refused("badabi://h:1", TERN_ERR_ABI, "ABI 2.0");
+    /* the same loader and messages as a transport's (plugin_load.c), each
+     * naming the file and what to check */
+    check_refused("badmagic://h:1", TERN_ERR_ABI,
+                  "libtern-meta-badmagic.so: symbol tern_metastore_v1 has wrong magic "
+                  "0x0000000000001234 (expected 0x4154454d4e524554): not a tern metadata store "
+                  "plugin");
+    check_refused("badabi://h:1", TERN_ERR_ABI,
+                  "libtern-meta-badabi.so: built for metadata store ABI major 2 (2.0), this tern "
+                  "supports major 1: rebuild the plugin");
     check_refused("small://h:1", TERN_ERR_ABI, "smaller than the v1.0 layout");
-    check_refused("noop://h:1", TERN_ERR_ABI, "mandatory operation is NULL");
-    check_refused("wrongscheme://h:1", TERN_ERR_ABI, "serves scheme \"redis\"");
-    check_refused("nosym://h:1", TERN_ERR_PLUGIN, "no symbol tern_metastore_v1");
+    check_refused("noop://h:1", TERN_ERR_ABI,
+                  "libtern-meta-noop.so: mandatory operation 'list' is NULL");
+    check_refused("wrongscheme://h:1", TERN_ERR_ABI,
+                  "the plugin calls itself 'redis', not 'wrongscheme': check the scheme of the "
+                  "`metadata` URI");
+    check_refused("nosym://h:1", TERN_ERR_PLUGIN,
+                  "libtern-meta-nosym.so does not export the symbol tern_metastore_v1: not a "
+                  "tern metadata store plugin");
     check_refused("openfail://h:1", TERN_ERR_CONNECT,
                   "metadata openfail://h:1: test plugin refuses openfail://h:1");
     /* A file that is not a shared object. */
@@ -511,11 +533,51 @@ Test(plugin, every_abi_check_is_made)
     cr_assert(strstr(err, "dlopen failed"), "%s", err);
 }
 
+/* An ABI 1.0 store (no put_ttl in its struct_size) gets the core's default
+ * put_ttl, which answers "not supported": publishing falls back to put and
+ * the keep-alive to get-then-put.  The plugin's own put_ttl, in memory past
+ * struct_size, fails every call: reading it would fail the publish. */
+Test(plugin, abi_1_0_store_gets_the_default_put_ttl)
+{
+    char *dirs[] = {TERN_META_TEST_DIR};
+    tern_config c = cfg_for("v10://h:1", "t", 500);
+    c.plugin_path = dirs;
+    tern_metadata *md = NULL;
+    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(tern_metadata_publish(md, "seg", "{\"name\":\"seg\"}", err, sizeof err), 0,
+                 "%s", err);
+    tern_metadata_set_keepalive(md, 20, 1);
+    uint64_t t0 = tern_now_ms();
+    while (tern_metadata_keepalive_rounds(md) < 2 && tern_now_ms() - t0 < 20000)
+        usleep(10000);
+    cr_assert_geq(tern_metadata_keepalive_rounds(md), 2, "the keep-alive runs without put_ttl");
+    tern_metadata_close(md);
+}
+
 Test(plugin, found_through_env_path)
 {
-    /* $TERN_PLUGIN_PATH is searched after plugin_path. */
     setenv("TERN_PLUGIN_PATH", "/nonexistent:" TERN_META_TEST_DIR, 1);
     int rc = open_with("/also-nonexistent", "badmagic://h:1", err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_ABI, "%s", err);
     unsetenv("TERN_PLUGIN_PATH");
+}
+
+/* The search order is a transport's: $TERN_PLUGIN_PATH, then plugin_path
+ * (docs/plugins.md).  plugin_path holds a garbage file of the same name:
+ * reaching it first would fail with "dlopen failed" instead. */
+Test(plugin, env_path_is_searched_before_plugin_path)
+{
+    char dir[] = "/tmp/tern-meta-XXXXXX", path[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/libtern-meta-badmagic.so", dir);
+    FILE *f = fopen(path, "w");
+    fputs("not an ELF file\n", f);
+    fclose(f);
+    setenv("TERN_PLUGIN_PATH", TERN_META_TEST_DIR, 1);
+    int rc = open_with(dir, "badmagic://h:1", err, sizeof err);
+    unsetenv("TERN_PLUGIN_PATH");
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(rc, TERN_ERR_ABI, "%s", err);
+    cr_assert(strstr(err, TERN_META_TEST_DIR "/libtern-meta-badmagic.so"), "%s", err);
 }

@@ -117,4 +117,58 @@ typedef struct efa_ctx {
     efa_mr mrs;
 } efa_ctx;
 
+/* ---- functions shared by the plugin's files ---------------------------- */
+
+/* ---- efa_util.c ---- */
+uint64_t efa_now_ms(void);
+uint64_t efa_now_us(void);
+void efa_log(const efa_ctx *c, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void efa_lock(efa_dev *d);
+void efa_unlock(efa_dev *d);
+const char *efa_cfg(const efa_ctx *c, const char *key);
+int64_t efa_cfg_int(const efa_ctx *c, const char *key, int64_t fallback);
+void efa_hex_encode(const uint8_t *in, size_t n, char *out);
+long efa_hex_decode(const char *in, uint8_t *out, size_t max);
+void efa_map_provider(const char *p, char *out, size_t outlen);
+
+/* ---- efa_fabric.c ---- */
+int efa_getinfo(const char *prov_name, int delivery_complete, struct fi_info **out);
+void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen);
+int efa_pick_devices(efa_ctx *c, struct fi_info *list, struct fi_info **picked, int max);
+void efa_sysfs_path(const efa_ctx *c, const struct fi_info *i, tern_device_info *di);
+int efa_key_is_base(const efa_dev *d);
+int efa_dev_open(efa_dev *d, char *err, size_t errlen);
+int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen);
+void efa_dev_close(efa_dev *d);
+
+/* ---- efa_progress.c ---- */
+void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *msg);
+void efa_op_link(efa_dev *d, efa_op *op);
+efa_peer *efa_peer_unlink_locked(efa_dev *d, efa_peer *p);
+void efa_peer_remove(efa_dev *d, efa_peer *p);
+int efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
+                    int status, const char *msg);
+int efa_cq_drain(efa_dev *d, int timeout_ms);
+void efa_dev_close_ep(efa_dev *d);
+void *efa_progress_main(void *arg);
+
+/* ---- efa_mr.c ---- */
+void efa_mr_free(efa_ctx *c, efa_mr *m);
+int efa_mr_register(void *ctx, void *addr, size_t len, tern_mr_keys *keys, void **out,
+                    char *err, size_t errlen);
+int efa_mr_deregister(void *ctx, void *mr);
+int efa_segment_describe(void *ctx, tern_desc *out);
+
+/* ---- efa_ep.c ---- */
+int efa_ep_open(void *ctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
+int efa_ep_describe(void *ep, tern_desc *out);
+int efa_peer_dead(const efa_peer *p);
+int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t errlen);
+void efa_ep_free(efa_ep *e);
+void efa_ep_close(void *ep);
+
+/* ---- efa_data.c ---- */
+int efa_submit(void *ep, tern_slice *const *slices, int n);
+
 #endif

@@ -4,7 +4,8 @@
  * tests/transports/test_rdma_pure.c checks them without RDMA hardware.  They decide
  * the MTU, the GID index and the exact ibv_qp_attr + mask of each QP
  * transition (docs/rdma.md), and format/parse what travels in the
- * handshake.  rdma.c is the plugin itself (devices, endpoints, data path).
+ * handshake.  The plugin itself (devices, endpoints, data path) is in the
+ * other files, with its own state in rdma_plugin.h.
  */
 #ifndef TERN_RDMA_INTERNAL_H
 #define TERN_RDMA_INTERNAL_H

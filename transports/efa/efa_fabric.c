@@ -1,0 +1,206 @@
+/* transports/efa/efa_fabric.c: one device = one fi_info: choosing the
+ * devices, then opening and closing its fabric, domain, RDM endpoint, AV
+ * and CQ. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "efa_internal.h"
+#include "tern/tern.h"
+
+/* ---- device setup --------------------------------------------------------- */
+
+static struct fi_info *efa_hints(const char *prov_name, int delivery_complete)
+{
+    struct fi_info *h = fi_allocinfo();
+    if (!h)
+        return NULL;
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    /* A write completes when the data is in the target's memory. */
+    if (delivery_complete)
+        h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    if (prov_name) {
+        h->fabric_attr->prov_name = strdup(prov_name);
+        if (!h->fabric_attr->prov_name) {
+            fi_freeinfo(h);
+            return NULL;
+        }
+    }
+    return h;
+}
+
+int efa_getinfo(const char *prov_name, int delivery_complete, struct fi_info **out)
+{
+    struct fi_info *h = efa_hints(prov_name, delivery_complete);
+    if (!h)
+        return -FI_ENOMEM;
+    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
+    fi_freeinfo(h);
+    return rc;
+}
+
+/* "provider efa not found; fi_getinfo offered: tcp;ofi_rxm, shm". */
+void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen)
+{
+    struct fi_info *all = NULL, *i;
+    char list[512] = "";
+    size_t used = 0;
+    if (efa_getinfo(NULL, 0, &all) == 0) {
+        for (i = all; i; i = i->next) {
+            const char *p = i->fabric_attr->prov_name;
+            if (!p || strstr(list, p))
+                continue;
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+                                     used ? ", " : "", p);
+            if (used >= sizeof list)
+                break;
+        }
+        fi_freeinfo(all);
+    }
+    snprintf(err, errlen,
+             "libfabric provider '%s' (%s) offers no RDM endpoint with RMA here (%s); "
+             "fi_getinfo offered: %s; check the transport's `provider` key",
+             c->provider, c->prov_name, fi_strerror(-rc), used ? list : "nothing");
+}
+
+/* Keep one fi_info per domain (device): the first, or the first IPv4 one. */
+int efa_pick_devices(efa_ctx *c, struct fi_info *list, struct fi_info **picked, int max)
+{
+    int n = 0;
+    for (struct fi_info *i = list; i; i = i->next) {
+        const char *dn = i->domain_attr->name ? i->domain_attr->name : "";
+        int k;
+        if (c->iface[0] && strcmp(dn, c->iface))
+            continue;
+        for (k = 0; k < n; k++)
+            if (!strcmp(picked[k]->domain_attr->name, dn))
+                break;
+        if (k < n) {
+            if (picked[k]->addr_format != FI_SOCKADDR_IN && i->addr_format == FI_SOCKADDR_IN)
+                picked[k] = i;
+            continue;
+        }
+        if (n < max && i->domain_attr->name)
+            picked[n++] = i;
+    }
+    return n;
+}
+
+/* sysfs path of a PCI NIC ("bus/pci/devices/0000:00:06.0"), or of a netdev
+ * that has a device link; "" otherwise. */
+void efa_sysfs_path(const efa_ctx *c, const struct fi_info *i, tern_device_info *di)
+{
+    const char *root = c->host && c->host->sysfs_root ? c->host->sysfs_root : "/sys";
+    char path[512];
+    di->sysfs_path[0] = '\0';
+    di->numa_node = -1;
+    if (i->nic && i->nic->bus_attr && i->nic->bus_attr->bus_type == FI_BUS_PCI) {
+        const struct fi_pci_attr *p = &i->nic->bus_attr->attr.pci;
+        snprintf(di->sysfs_path, sizeof di->sysfs_path, "bus/pci/devices/%04x:%02x:%02x.%x",
+                 p->domain_id, p->bus_id, p->device_id, p->function_id);
+        di->numa_node = -2;
+        return;
+    }
+    snprintf(path, sizeof path, "%s/class/net/%s/device", root, di->name);
+    if (access(path, F_OK) == 0) {
+        snprintf(di->sysfs_path, sizeof di->sysfs_path, "class/net/%s/device", di->name);
+        di->numa_node = -2;
+    }
+}
+
+/* Offset addressing with keys we choose: the key carries the base. */
+int efa_key_is_base(const efa_dev *d)
+{
+    return !(d->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)) &&
+           d->info->domain_attr->mr_key_size >= sizeof(uint64_t);
+}
+
+#define EFA_TRY(call, what)                                                          \
+    do {                                                                             \
+        int rc_ = (call);                                                            \
+        if (rc_) {                                                                   \
+            snprintf(err, errlen, "%s on device %s (provider %s) failed: %s", what, \
+                     d->dinfo.name, d->ctx->prov_name, fi_strerror(-rc_));           \
+            return TERN_ERR_DEVICE;                                                  \
+        }                                                                            \
+    } while (0)
+
+int efa_dev_open(efa_dev *d, char *err, size_t errlen)
+{
+    struct fi_info *i = d->info;
+    d->mr_mode = (uint64_t)i->domain_attr->mr_mode;
+    d->serialise = i->domain_attr->threading != FI_THREAD_SAFE;
+    d->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size : UINT64_MAX;
+    EFA_TRY(fi_fabric(i->fabric_attr, &d->fabric, NULL), "fi_fabric");
+    EFA_TRY(fi_domain(d->fabric, i, &d->domain, NULL), "fi_domain");
+    return efa_dev_open_ep(d, err, errlen);
+}
+
+/* CQ, AV and endpoint: what a recycle replaces. */
+int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen)
+{
+    struct fi_info *i = d->info;
+    struct fi_cq_attr cqa;
+    struct fi_av_attr ava;
+    memset(&cqa, 0, sizeof cqa);
+    memset(&ava, 0, sizeof ava);
+    cqa.format = FI_CQ_FORMAT_CONTEXT;
+    cqa.size = i->tx_attr->size ? i->tx_attr->size * 2 : 4096;
+    /* A file descriptor wait blocks in the kernel and honours the timeout;
+     * other wait objects (shm's yield loop) are no better than polling. */
+    cqa.wait_obj = FI_WAIT_FD;
+    d->cq_waitable = fi_cq_open(d->domain, &cqa, &d->cq, NULL) == 0;
+    if (!d->cq_waitable) {
+        cqa.wait_obj = FI_WAIT_NONE;
+        EFA_TRY(fi_cq_open(d->domain, &cqa, &d->cq, NULL), "fi_cq_open");
+    }
+    ava.type = FI_AV_TABLE;
+    if (i->domain_attr->av_type != FI_AV_UNSPEC)
+        ava.type = i->domain_attr->av_type;
+    EFA_TRY(fi_av_open(d->domain, &ava, &d->av, NULL), "fi_av_open");
+    EFA_TRY(fi_endpoint(d->domain, i, &d->ep, NULL), "fi_endpoint");
+    EFA_TRY(fi_ep_bind(d->ep, &d->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    EFA_TRY(fi_ep_bind(d->ep, &d->av->fid, 0), "fi_ep_bind(av)");
+    EFA_TRY(fi_enable(d->ep), "fi_enable");
+    d->addrlen = sizeof d->addr;
+    EFA_TRY(fi_getname(&d->ep->fid, d->addr, &d->addrlen), "fi_getname");
+    return 0;
+}
+
+void efa_dev_close(efa_dev *d)
+{
+    efa_dev_close_ep(d);
+    if (d->domain)
+        fi_close(&d->domain->fid);
+    if (d->fabric)
+        fi_close(&d->fabric->fid);
+    for (efa_peer *p = d->peers, *n; p; p = n) {
+        n = p->next;
+        free(p);
+    }
+    /* Operations still in the provider were closed with the endpoint. */
+    for (efa_op *op = d->ops.next, *n; op && op != &d->ops; op = n) {
+        n = op->next;
+        free(op);
+    }
+    if (d->info)
+        fi_freeinfo(d->info);
+    pthread_mutex_destroy(&d->fi_lock);
+    pthread_mutex_destroy(&d->ops_lock);
+    pthread_rwlock_destroy(&d->av_lock);
+}
