@@ -171,7 +171,7 @@ typedef struct hs_conn {
     int fd;
     int state;
     int in_epoll;
-    uint8_t hdr[8];
+    uint8_t hdr[9];              /* the length and the type byte: checked before allocating */
     size_t hgot;
     uint8_t *payload;
     uint64_t plen, pgot;
@@ -408,10 +408,17 @@ static void hs_log(tern_hs_server *s, int level, const char *fmt, ...)
 /* Warnings about strangers (no or bad authentication, oversized frames):
  * one per HS_WARN_INTERVAL_MS, with the count of those held back, so a
  * flood of them cannot flood the log.  Epoll thread only. */
+/* Whether a warning now would be held back (then the caller need not
+ * build it: a flood's refusals stay cheap). */
+static int hs_warn_held(const tern_hs_server *s)
+{
+    return s->warn_last_ms && tern_now_ms() - s->warn_last_ms < HS_WARN_INTERVAL_MS;
+}
+
 static void hs_warn_stranger(tern_hs_server *s, const char *msg)
 {
     uint64_t now = tern_now_ms();
-    if (s->warn_last_ms && now - s->warn_last_ms < HS_WARN_INTERVAL_MS) {
+    if (hs_warn_held(s)) {
         s->warn_suppressed++;
         return;
     }
@@ -492,13 +499,37 @@ static uint64_t request_cap(const tern_hs_server *s)
 static void over_limit(tern_hs_server *s, hs_conn *c, const char *what, uint64_t len,
                        uint64_t limit)
 {
-    char peer[NI_MAXHOST + NI_MAXSERV + 4], why[NI_MAXHOST + NI_MAXSERV + 200];
-    peer_of(c->fd, peer, sizeof peer);
+    char peer[NI_MAXHOST + NI_MAXSERV + 4] = "", why[NI_MAXHOST + NI_MAXSERV + 200];
+    if (!hs_warn_held(s))
+        peer_of(c->fd, peer, sizeof peer);
     snprintf(why, sizeof why, "peer %s sent a %s frame of %llu bytes, above its limit of %llu "
              "bytes: connection dropped", peer, what, (unsigned long long)len,
              (unsigned long long)limit);
     hs_warn_stranger(s, why);
     conn_free(s, c);
+}
+
+/* A frame's 9 first bytes are in (its length already checked against the
+ * request cap): check the type's limit, then allocate the payload (docs/protocol.md,
+ * Request limits).  Returns 0, or -1 when the connection was dropped. */
+static int conn_header(tern_hs_server *s, hs_conn *c)
+{
+    uint8_t first = c->hdr[8];
+    if (c->plen > tern_hs_request_limit(first)) {
+        over_limit(s, c, type_name(first > TERN_HS_PROBE ? 0 : first), c->plen,
+                   tern_hs_request_limit(first));
+        return -1;
+    }
+    c->payload = malloc(c->plen);
+    if (!c->payload) {
+        conn_free(s, c);
+        return -1;
+    }
+    c->payload[0] = first;
+    c->pgot = 1;
+    s->alloc_since_trim += c->plen;
+    c->state = C_PAYLOAD;
+    return 0;
 }
 
 /* Read header then payload; a complete frame goes to the worker pool. */
@@ -510,7 +541,7 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
         size_t want;
         if (c->state == C_HDR) {
             dst = c->hdr + c->hgot;
-            want = 8 - c->hgot;
+            want = sizeof c->hdr - c->hgot;
         } else if (c->state == C_PAYLOAD) {
             dst = c->payload + c->pgot;
             want = (size_t)(c->plen - c->pgot);
@@ -540,28 +571,17 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
             continue;
         if (c->state == C_HDR) {
             c->hgot += (size_t)r;
-            if (c->hgot < 8)
-                continue;
-            /* The limit is checked before the payload is allocated. */
-            if (tern_hs_frame_header(c->hdr, request_cap(s), &c->plen) != 0) {
+            if (c->hgot >= 8 && tern_hs_frame_header(c->hdr, request_cap(s), &c->plen) != 0) {
                 over_limit(s, c, "request", c->plen, request_cap(s));
                 return;
             }
-            c->payload = malloc(c->plen);
-            if (!c->payload) {
-                conn_free(s, c);
+            if (c->hgot < sizeof c->hdr)
+                continue;
+            if (conn_header(s, c) != 0)
                 return;
-            }
-            s->alloc_since_trim += c->plen;
-            c->state = C_PAYLOAD;
-            continue;
+        } else {
+            c->pgot += (uint64_t)r;
         }
-        if (c->pgot == 0 && c->plen > tern_hs_request_limit(c->payload[0])) {
-            over_limit(s, c, type_name(c->payload[0] > TERN_HS_PROBE ? 0 : c->payload[0]),
-                       c->plen, tern_hs_request_limit(c->payload[0]));
-            return;
-        }
-        c->pgot += (uint64_t)r;
         if (c->pgot < c->plen)
             continue;
         if (c->auth.step) { /* not yet authenticated: this frame is part of it */
@@ -673,6 +693,7 @@ static int expire(tern_hs_server *s)
 static void *loop_main(void *arg)
 {
     tern_hs_server *s = arg;
+    pthread_setname_np(pthread_self(), "tern-hs-loop");
     struct epoll_event evs[128];
     int timeout = 1000;
     while (!atomic_load(&s->stop_loop)) {
