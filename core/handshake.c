@@ -4,7 +4,8 @@
  * blocking (header, then payload, each connection with its own deadline so
  * a slow or hostile client is dropped after io_timeout) plus a small worker
  * pool that runs the handler: handlers may block (bringing up QPs), so they
- * never run on the epoll thread.  Workers hand the encoded reply back to the
+ * run on the epoll thread only for the request types the caller names as
+ * never blocking (inline_types).  Workers hand the encoded reply back to the
  * epoll thread, which writes it, shuts down writing and closes.
  *
  * Framing, per-type request limits, the Connection lane and the
@@ -532,7 +533,24 @@ static int conn_header(tern_hs_server *s, hs_conn *c)
     return 0;
 }
 
-/* Read header then payload; a complete frame goes to the worker pool. */
+/* A request whose handler never blocks (tern_hs_options.inline_types) is
+ * answered here, on the epoll thread: two thread hand-offs fewer, which is
+ * what a peer's Metadata fetch waits on while a flood keeps the CPUs busy
+ * (docs/protocol.md, Request limits). */
+static void conn_answer_here(tern_hs_server *s, hs_conn *c)
+{
+    conn_process(s, c);
+    if (!c->out) {
+        conn_free(s, c);
+        return;
+    }
+    c->state = C_WRITE;
+    c->deadline_ms = tern_now_ms() + io_timeout(s);
+    conn_write(s, c);
+}
+
+/* Read header then payload; a complete frame goes to the worker pool (or
+ * is answered here, above). */
 static void conn_read(tern_hs_server *s, hs_conn *c)
 {
     for (;;) {
@@ -589,6 +607,10 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
                 return;
             continue;
         }
+        if (c->payload[0] <= TERN_HS_PROBE && (s->opt.inline_types >> c->payload[0]) & 1) {
+            conn_answer_here(s, c);
+            return;
+        }
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->in_epoll = 0;
         c->state = C_WORK;
@@ -621,7 +643,8 @@ static void set_accepting(tern_hs_server *s, int on)
 
 static void accept_all(tern_hs_server *s)
 {
-    while (s->nconns < s->opt.max_connections) {
+    int lim = getenv("HSACC") ? atoi(getenv("HSACC")) : 1 << 30;
+    while (s->nconns < s->opt.max_connections && lim-- > 0) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)

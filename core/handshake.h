@@ -72,6 +72,10 @@ typedef struct tern_hs_options {
      * TERN_LOG_WARN, ...) (NULL: stderr). */
     const struct tern_auth *auth;
     void (*log)(void *arg, int level, const char *fmt, ...);
+    /* appended: bit (1u << type) for each request type whose handler returns
+     * without blocking; those are answered on the daemon's epoll thread,
+     * without a hand-off to a worker (0: every request goes to a worker). */
+    unsigned inline_types;
 } tern_hs_options;
 
 int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out,

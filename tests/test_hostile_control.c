@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "integration_common.h"
@@ -417,6 +418,7 @@ typedef struct flood {
     atomic_int busy;      /* connections in flight */
     atomic_int stop;
     atomic_long sent;
+    double cpu_ms;        /* the attacking thread's CPU time, kernel work included */
 } flood;
 
 typedef struct flood_conn {
@@ -504,6 +506,10 @@ static void *flooder(void *arg)
             flood_close(f, &c[k]);
     free(c);
     close(ep);
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    f->cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
     return NULL;
 }
 
@@ -649,12 +655,13 @@ static void connection_flood(int pace_ms)
         rss1 = rss_kb();
     }
     double secs = ROUNDS * WINDOW_MS / 1000.0;
-    cr_log_info("flood (%s): %ld frames of %u KB, %d in flight at once; "
+    cr_log_info("flood (%s): %ld frames of %u KB, %d in flight at once, attacker CPU %.0f us "
+                "a frame; "
                 "metadata fetches %.0f/s unattacked, %.0f/s during (%.0f%%), %ld failed; "
                 "1 MiB write+read %.1f/s unattacked, %.1f/s during (%.0f%%); RSS %ld KB before, "
                 "%ld KB during, %ld KB after",
                 pace_ms ? "bursts" : "back to back", atomic_load(&f.sent),
-                FLOOD_FRAME >> 10, FLOODERS, fb / secs, fd / secs, 100.0 * fetch, fetch_failed,
+                FLOOD_FRAME >> 10, FLOODERS, 1e3 * f.cpu_ms / (double)atomic_load(&f.sent), fb / secs, fd / secs, 100.0 * fetch, fetch_failed,
                 xb / secs, xd / secs, 100.0 * xfer, rss0, rss_peak, rss1);
     cr_assert_eq(fetch_failed, 0, "%ld metadata fetches failed during the flood; last: %s",
                  fetch_failed, l.last);
