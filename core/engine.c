@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "datapath/complete.h"
 #include "datapath/dispatch.h"
 #include "engine_error.h"

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "cuda.h"
-#include "auth.h"
+#include "control/auth.h"
 #include "config/cfg_internal.h"
 #include "desc.h"
 #include "fileio.h"

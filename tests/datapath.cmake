@@ -37,9 +37,6 @@ foreach(t test_datapath test_heal)
 endforeach()
 
 # No include or call circle among core/ modules (scripts/core-deps.sh).
-# Known and listed here until removed: auth.c and handshake.c use each
-# other (the authentication step frames and the daemon).
 add_test(NAME test_core_deps
-         COMMAND env "CORE_DEPS_ALLOW=auth>handshake"
-                 sh ${PROJECT_SOURCE_DIR}/scripts/core-deps.sh ${PROJECT_SOURCE_DIR}/core)
+         COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/core-deps.sh ${PROJECT_SOURCE_DIR}/core)
 set_tests_properties(test_core_deps PROPERTIES TIMEOUT 60)

@@ -17,8 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "handshake.h"
+#include "control/auth.h"
+#include "control/handshake.h"
 #include "tern/errors.h"
 #include "util.h"
 

@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "integration_common.h"
-#include "auth.h"
-#include "handshake.h"
+#include "control/auth.h"
+#include "control/handshake.h"
 #include "tern/transport.h"
 #include "util.h"
 
