@@ -1,4 +1,4 @@
-/* tests/test_auth.c: shared-secret authentication (core/auth.c).
+/* tests/test_auth.c: shared-secret authentication (core/control/auth.c).
  *  - primitives: secret files, HMAC-SHA256 (RFC 4231 vector), proofs bound
  *    to label, direction and both nonces, constant-time compare, hex;
  *  - the handshake exchange over a real socket pair: the client function

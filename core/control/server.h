@@ -29,7 +29,7 @@ typedef struct tern_hs_options {
      * TERN_LOG_WARN, ...) (NULL: stderr). */
     const struct tern_auth *auth;
     void (*log)(void *arg, int level, const char *fmt, ...);
-    /* appended: bit (1u << type) for each request type whose handler returns
+    /* bit (1u << type) for each request type whose handler returns
      * without blocking; those are answered on the daemon's epoll thread,
      * without a hand-off to a worker (0: every request goes to a worker). */
     unsigned inline_types;
