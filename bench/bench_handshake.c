@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "desc.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/errors.h"
 #include "util.h"
 

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/tern.h"
 
 static double now_us(void)

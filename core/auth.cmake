@@ -1,4 +1,4 @@
-# Shared-secret authentication (core/auth.c, hardening): HMAC-SHA256 and
+# Shared-secret authentication (core/control/auth.c): HMAC-SHA256 and
 # nonces from OpenSSL's libcrypto (Debian: libssl-dev).  Included from
 # core/CMakeLists.txt.
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)

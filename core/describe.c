@@ -13,7 +13,7 @@
 #include <json-c/json.h>
 
 #include "cuda.h"
-#include "auth.h"
+#include "control/auth.h"
 #include "config.h"
 #include "plugin.h"
 #include "tern/tern.h"

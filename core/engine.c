@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "datapath/complete.h"
 #include "datapath/dispatch.h"
 #include "engine_error.h"
@@ -106,7 +106,8 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
     tern_hs_options o = {
         .bind_host = host, .port = port, .max_frame = e->cfg->handshake_max_frame,
         .io_timeout_ms = e->cfg->io_timeout_ms, .max_connections = 1024,
-        .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = engine_hs_log};
+        .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = engine_hs_log,
+        .inline_types = 1u << TERN_HS_METADATA}; /* a copy of the descriptor, under a short lock */
     rc = tern_hs_server_start(&o, &e->hs, err, errlen);
     if (rc)
         return rc;

@@ -27,6 +27,7 @@
  * (the peer reconnecting after a failure) only once the segment the frame
  * names confirmed sending it (peer_check.h), and logs the replacement. */
 #include "engine_endpoint.h"
+#include "control/frames.h"
 #include "mooncake_compat.h"
 
 #include <errno.h>
@@ -121,11 +122,7 @@ static char *refusal(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
-    char *s = tern_strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-    json_object_put(o);
-    return s;
+    return tern_hs_refusal(msg);
 }
 
 /* ---- active side ------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/frames.h"
 #include "engine_endpoint.h"
 #include "notify.h"
 #include "peer_check.h"
@@ -23,20 +24,13 @@ static char *json_dup(json_object *o)
     return s;
 }
 
-static char *error_reply(const char *msg)
-{
-    json_object *o = json_object_new_object(); /* the daemon's refusal convention */
-    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
-    return json_dup(o);
-}
-
 static char *metadata_reply(tern_engine *e)
 {
     char *json = tern_metadata_local_json(e->md);
     if (json)
         return json;
     json = tern_memory_json(&e->mem);
-    return json ? json : error_reply("no segment descriptor published yet");
+    return json ? json : tern_hs_refusal("no segment descriptor published yet");
 }
 
 static char *probe_reply(tern_engine *e)
@@ -78,15 +72,13 @@ static char *notify_reply(tern_engine *e, const char *json, size_t len, int *rc)
     char *reply;
     if (!from || !name || !msg || strlen(msg) > TERN_NOTIFY_MAX) {
         *rc = TERN_ERR_PROTOCOL;
-        reply = error_reply("notify: expected {\"from\", \"name\", \"msg\" or \"notify_msg\"} "
+        reply = tern_hs_refusal("notify: expected {\"from\", \"name\", \"msg\" or \"notify_msg\"} "
                             "strings, the message at most 65536 bytes");
     } else if (tern_notes_push(e->notes, from, name, msg) != 0) {
         /* refused, never dropped: the sender gets TERN_ERR_BUSY
          * (docs/protocol.md, Notify) */
-        json_object *busy = json_object_new_object();
-        json_object_object_add(busy, "reply_msg",
-                               json_object_new_string("notification queue full (" 
-                                                      "the receiver reads slower than it is sent to); try again"));
+        json_object *busy = tern_hs_refusal_object("notification queue full (the receiver "
+                                                   "reads slower than it is sent to); try again");
         json_object_object_add(busy, "busy", json_object_new_boolean(1));
         reply = json_dup(busy);
     } else {
@@ -117,7 +109,7 @@ int tern_engine_hs_handler(void *arg, int type, const char *json, size_t len, ch
         break;
     default:
         rc = TERN_ERR_PROTOCOL;
-        *reply = error_reply("unknown frame type");
+        *reply = tern_hs_refusal("unknown frame type");
     }
     if (!*reply)
         return TERN_ERR_NOMEM;

@@ -6,7 +6,7 @@
 
 #include "engine_state.h"
 
-/* arg is the engine; see tern_hs_handler_fn in handshake.h. */
+/* arg is the engine; see tern_hs_handler in control/server.h. */
 int tern_engine_hs_handler(void *arg, int type, const char *json, size_t len, char **reply,
                            size_t *replylen);
 

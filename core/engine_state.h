@@ -14,7 +14,7 @@
 
 #include "config.h"
 #include "cuda.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "memory.h"
 #include "metadata.h"
 #include "plugin.h"

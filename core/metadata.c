@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handshake.h"
+#include "control/handshake.h"
 #include "plugin_load.h"
 #include "tern/metastore.h"
 #include "util.h"
@@ -377,15 +377,6 @@ char *tern_metadata_local_json(tern_metadata *md)
     return s;
 }
 
-static char *reply_msg(const char *msg)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
-    char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-    json_object_put(o);
-    return s;
-}
-
 int tern_metadata_hs_reply(tern_metadata *md, const char *request, size_t len, char **reply,
                            size_t *replylen)
 {
@@ -393,7 +384,7 @@ int tern_metadata_hs_reply(tern_metadata *md, const char *request, size_t len, c
     (void)len;
     char *s = tern_metadata_local_json(md);
     if (!s)
-        s = reply_msg("no segment descriptor is published on this engine");
+        s = tern_hs_refusal("no segment descriptor is published on this engine");
     if (!s)
         return TERN_ERR_NOMEM;
     *reply = s;

@@ -40,7 +40,7 @@ int tern_metadata_hs_reply(tern_metadata *md, const char *request, size_t len, c
 /* The store key of a segment: "tern/<cluster-id>/segments/<segment>". */
 int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, size_t keylen);
 
-/* p2p fetches prove the shared secret (auth.h); the
+/* p2p fetches prove the shared secret (control/auth.h); the
  * engine keeps ownership of auth and frees it after tern_metadata_close. */
 struct tern_auth;
 void tern_metadata_set_auth(tern_metadata *md, const struct tern_auth *auth);

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "engine_state.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "log.h"
 #include "util.h"
 

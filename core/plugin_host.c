@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "config/cfg_internal.h"
 #include "cuda.h"
 #include "desc.h"

@@ -1,9 +1,8 @@
-# The core's sources: one file per object, the data path in datapath/ (see
+# The core's sources: one file per object, the control plane in control/, the data path in datapath/ (see
 # docs/architecture.md), each listed here.  Included by core/CMakeLists.txt
 # (libtern.so and the internal archive for tests) and by fuzz/CMakeLists.txt
 # (the same sources with coverage instrumentation).
 set(TERN_CORE_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/auth.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
@@ -19,7 +18,6 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/epstore.c
   ${CMAKE_CURRENT_LIST_DIR}/errors.c
   ${CMAKE_CURRENT_LIST_DIR}/fileio.c
-  ${CMAKE_CURRENT_LIST_DIR}/handshake.c
   ${CMAKE_CURRENT_LIST_DIR}/log.c
   ${CMAKE_CURRENT_LIST_DIR}/memory.c
   ${CMAKE_CURRENT_LIST_DIR}/metadata.c
@@ -37,6 +35,11 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/topology_load.c
   ${CMAKE_CURRENT_LIST_DIR}/util.c
   ${CMAKE_CURRENT_LIST_DIR}/xport.c
+  # the control plane, bottom up: frames <- auth <- server, client
+  ${CMAKE_CURRENT_LIST_DIR}/control/frames.c
+  ${CMAKE_CURRENT_LIST_DIR}/control/auth.c
+  ${CMAKE_CURRENT_LIST_DIR}/control/server.c
+  ${CMAKE_CURRENT_LIST_DIR}/control/client.c
   # the data path, one way: batch -> cut -> route -> dispatch -> complete
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch_ctl.c

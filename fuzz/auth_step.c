@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "tern/errors.h"
 
 static tern_auth *a;

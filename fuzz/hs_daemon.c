@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "desc.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/errors.h"
 
 static tern_hs_server *srv;

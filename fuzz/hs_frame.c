@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "desc.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/errors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,4 +1,4 @@
-/* tests/core/test_auth.c: shared-secret authentication (core/auth.c).
+/* tests/core/test_auth.c: shared-secret authentication (core/control/auth.c).
  *  - primitives: secret files, HMAC-SHA256 (RFC 4231 vector), proofs bound
  *    to label, direction and both nonces, constant-time compare, hex;
  *  - the handshake exchange over a real socket pair: the client function
@@ -17,8 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "handshake.h"
+#include "control/auth.h"
+#include "control/handshake.h"
 #include "tern/errors.h"
 #include "util.h"
 

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "control/auth.h"
 #include "config.h"
 #include "fileio.h"
 #include "tern/tern.h"

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/tern.h"
 
 static const char *yaml_memcpy = "server_name: 127.0.0.1:0\n"

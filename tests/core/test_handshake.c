@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "desc.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/errors.h"
 #include "util.h"
 
@@ -587,4 +587,72 @@ Test(wire, random_garbage_never_stops_the_daemon, .timeout = 60)
     }
     still_serving(s);
     tern_hs_server_stop(s);
+}
+
+/* ---- inline_types: answered on the epoll thread ---------------------------------- */
+
+#define GATED_PROBES 70 /* more than the 64 workers */
+
+static atomic_int gate_open, gated_in;
+
+/* Probes block until the gate opens: they hold every worker. */
+static int gated(void *arg, int type, const char *json, size_t len, char **reply,
+                 size_t *replylen)
+{
+    if (type == TERN_HS_PROBE) {
+        atomic_fetch_add(&gated_in, 1);
+        while (!atomic_load(&gate_open))
+            usleep(1000);
+    }
+    return echo(arg, type, json, len, reply, replylen);
+}
+
+static void *gated_probe(void *arg)
+{
+    char *r = NULL, e[256];
+    size_t rl;
+    tern_hs_request(arg, TERN_HS_PROBE, "{}", 2, &r, &rl, 0, 5000, 30000, e, sizeof e);
+    free(r);
+    return NULL;
+}
+
+/* With every worker blocked in a handler, a Metadata request is answered
+ * when inline_types names it, and waits (here: times out) when not. */
+static void metadata_with_workers_blocked(unsigned inline_types)
+{
+    tern_hs_options o = {.bind_host = "127.0.0.1", .handler = gated,
+                         .inline_types = inline_types};
+    tern_hs_server *s = NULL;
+    cr_assert_eq(tern_hs_server_start(&o, &s, err, sizeof err), 0, "%s", err);
+    hs_name n = name_of(s, "127.0.0.1");
+    atomic_store(&gate_open, 0);
+    atomic_store(&gated_in, 0);
+    pthread_t th[GATED_PROBES];
+    for (int i = 0; i < GATED_PROBES; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, gated_probe, n.s), 0);
+    for (uint64_t end = tern_now_ms() + 20000; atomic_load(&gated_in) < 64 && tern_now_ms() < end;)
+        usleep(1000);
+    cr_assert_eq(atomic_load(&gated_in), 64, "%d of 64 workers blocked", atomic_load(&gated_in));
+
+    char *r = NULL;
+    size_t rl = 0;
+    int rc = tern_hs_request(n.s, TERN_HS_METADATA, "{}", 2, &r, &rl, 0, 2000, 1500, err,
+                             sizeof err);
+    if (inline_types) {
+        cr_assert_eq(rc, 0, "%s", err);
+        cr_assert(strstr(r, "\"type\":1"), "%s", r);
+    } else {
+        cr_assert_eq(rc, TERN_ERR_TIMEOUT, "rc %d: %s", rc, err);
+    }
+    free(r);
+    atomic_store(&gate_open, 1);
+    for (int i = 0; i < GATED_PROBES; i++)
+        pthread_join(th[i], NULL);
+    tern_hs_server_stop(s);
+}
+
+Test(handshake, inline_metadata_is_answered_while_every_worker_is_blocked, .timeout = 90)
+{
+    metadata_with_workers_blocked(1u << TERN_HS_METADATA);
+    metadata_with_workers_blocked(0);
 }

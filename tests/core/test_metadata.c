@@ -22,7 +22,7 @@
 
 #include "config.h"
 #include "desc.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "metadata.h"
 #include "tern/errors.h"
 #include "util.h"

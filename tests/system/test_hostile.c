@@ -31,7 +31,7 @@
 
 #include "../transports/tcp/tcp_wire.h"
 #include "desc.h"
-#include "handshake.h"
+#include "control/handshake.h"
 #include "tern/tern.h"
 #include "util.h"
 

@@ -1,4 +1,4 @@
-/* core/auth.h: optional shared-secret authentication (config key
+/* core/control/auth.h: optional shared-secret authentication (config key
  * auth_secret_file).
  *
  * Both directions prove knowledge of the secret with HMAC-SHA256 over two
@@ -22,13 +22,14 @@
  *
  * TCP data connections use the same exchange in binary (tcp_auth.h) through
  * the host services' auth_mac, so plugins do not link libcrypto. */
-#ifndef TERN_CORE_AUTH_H
-#define TERN_CORE_AUTH_H
+#ifndef TERN_CORE_CONTROL_AUTH_H
+#define TERN_CORE_CONTROL_AUTH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define TERN_HS_AUTH 4
+#include "frames.h"
+
 #define TERN_AUTH_NONCE 32
 #define TERN_AUTH_MAC 32
 #define TERN_AUTH_SECRET_MIN 16

@@ -1,4 +1,4 @@
-/* core/auth.c: shared-secret authentication (see auth.h for the protocol).
+/* core/control/auth.c: shared-secret authentication (see auth.h for the protocol).
  * HMAC-SHA256 and random nonces come from OpenSSL's libcrypto; the secret
  * lives only in the tern_auth object (wiped on free). */
 #include "auth.h"
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fileio.h"
-#include "handshake.h"
+#include "frames.h"
 #include "tern/errors.h"
 #include "util.h"
 
@@ -197,32 +197,12 @@ static int get_bytes(json_object *o, const char *key, uint8_t out[32])
     return s ? tern_auth_unhex(s, strlen(s), out, 32) : TERN_ERR_PROTOCOL;
 }
 
-/* A whole frame: u64 LE length, type byte (type >= 0) and the JSON of o. */
-static int frame_of(int type, json_object *o, uint8_t **out, size_t *outlen)
-{
-    const char *js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-    size_t jl = strlen(js), tb = type >= 0 ? 1 : 0;
-    uint8_t *f = malloc(8 + tb + jl);
-    if (!f)
-        return TERN_ERR_NOMEM;
-    uint64_t n = jl + tb;
-    for (int i = 0; i < 8; i++)
-        f[i] = (uint8_t)(n >> (8 * i));
-    if (tb)
-        f[8] = (uint8_t)type;
-    memcpy(f + 8 + tb, js, jl);
-    *out = f;
-    *outlen = 8 + tb + jl;
-    return 0;
-}
-
 static int refusal_frame(int type, const char *msg, int required, uint8_t **out, size_t *outlen)
 {
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
-    if (required)
+    json_object *o = tern_hs_refusal_object(msg);
+    if (o && required)
         json_object_object_add(o, "auth_required", json_object_new_boolean(1));
-    int rc = frame_of(type, o, out, outlen);
+    int rc = tern_hs_frame_of(type, o, out, outlen);
     json_object_put(o);
     return rc;
 }
@@ -245,7 +225,7 @@ static int server_hello(const tern_auth *a, tern_auth_session *ss, json_object *
     json_object_object_add(r, "nonce", json_object_new_string(hex));
     tern_auth_hex(proof, TERN_AUTH_MAC, hex);
     json_object_object_add(r, "proof", json_object_new_string(hex));
-    int rc = frame_of(TERN_HS_AUTH, r, out, outlen);
+    int rc = tern_hs_frame_of(TERN_HS_AUTH, r, out, outlen);
     json_object_put(r);
     ss->step = 2;
     return rc ? rc : TERN_AUTH_STEP_REPLY;
@@ -317,38 +297,8 @@ int tern_auth_hs_server_step(const tern_auth *a, tern_auth_session *ss, const ui
 
 static int send_json(int fd, json_object *o, int io_ms)
 {
-    uint8_t *f;
-    size_t fl;
-    int rc = frame_of(TERN_HS_AUTH, o, &f, &fl);
-    if (rc)
-        return rc;
-    rc = tern_io_write_all(fd, f, fl, io_ms);
-    free(f);
-    return rc;
-}
-
-/* Read one frame: payload (type byte included) malloc()ed and NUL-ended. */
-static int read_frame(int fd, uint64_t max_frame, int io_ms, char **p, size_t *plen)
-{
-    uint8_t hdr[8];
-    uint64_t n;
-    int rc = tern_io_read_all(fd, hdr, 8, io_ms);
-    if (rc)
-        return rc;
-    if (tern_hs_frame_header(hdr, max_frame, &n) != 0)
-        return TERN_ERR_PROTOCOL;
-    char *b = malloc(n + 1);
-    if (!b)
-        return TERN_ERR_NOMEM;
-    rc = tern_io_read_all(fd, b, n, io_ms);
-    if (rc) {
-        free(b);
-        return rc;
-    }
-    b[n] = 0;
-    *p = b;
-    *plen = n;
-    return 0;
+    const char *js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    return js ? tern_hs_frame_send(fd, TERN_HS_AUTH, js, strlen(js), io_ms) : TERN_ERR_NOMEM;
 }
 
 static int client_fail(const char *server, const char *why, char *err, size_t errlen)
@@ -414,11 +364,12 @@ int tern_auth_hs_client(const tern_auth *a, int fd, const char *server, uint64_t
     json_object_object_add(o, "nonce", json_object_new_string(hex));
     int rc = send_json(fd, o, io_timeout_ms);
     json_object_put(o);
-    char *p = NULL;
-    size_t plen = 0;
+    uint8_t *p = NULL;
+    uint64_t plen = 0;
+    int stage;
     if (!rc)
-        rc = read_frame(fd, max_frame ? max_frame : TERN_HS_DEFAULT_MAX_FRAME, io_timeout_ms,
-                        &p, &plen);
+        rc = tern_hs_frame_recv(fd, max_frame ? max_frame : TERN_HS_DEFAULT_MAX_FRAME,
+                                io_timeout_ms, &p, &plen, &stage);
     if (rc == TERN_ERR_CLOSED || rc == TERN_ERR_PROTOCOL)
         return client_fail(server, rc == TERN_ERR_CLOSED
                                        ? "it closed the connection during authentication"
@@ -427,7 +378,8 @@ int tern_auth_hs_client(const tern_auth *a, int fd, const char *server, uint64_t
     if (rc)
         return tern_errf(err, errlen, rc, "handshake with %s: authentication exchange: %s",
                          server, tern_strerror(rc));
-    rc = client_answer(a, fd, server, nc, p, plen, io_timeout_ms, err, errlen);
+    rc = client_answer(a, fd, server, nc, (const char *)p, (size_t)plen, io_timeout_ms, err,
+                       errlen);
     free(p);
     return rc;
 }

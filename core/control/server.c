@@ -1,23 +1,21 @@
-/* core/handshake.c: the control-plane frame codec, daemon and client.
+/* core/control/server.c: the handshake daemon (server.h).
  *
- * The daemon is one epoll thread that accepts and reads frames without
- * blocking (header, then payload, each connection with its own deadline so
- * a slow or hostile client is dropped after io_timeout) plus a small worker
- * pool that runs the handler: handlers may block (bringing up QPs), so they
- * never run on the epoll thread.  Workers hand the encoded reply back to the
+ * One epoll thread accepts and reads frames without blocking (header, then
+ * payload, each connection with its own deadline so a slow or hostile
+ * client is dropped after io_timeout), plus a small worker pool that runs
+ * the handler: handlers may block (bringing up QPs), so they run on the
+ * epoll thread only for the request types the caller names as never
+ * blocking (inline_types).  Workers hand the encoded reply back to the
  * epoll thread, which writes it, shuts down writing and closes.
  *
  * Framing, per-type request limits, the Connection lane and the
  * rate-limited warnings: docs/protocol.md, "Handshake frames". */
-#include "handshake.h"
+#include "server.h"
 
 #include <errno.h>
-#include <json-c/json.h>
 #include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,140 +28,16 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "frames.h"
 #include "tern/errors.h"
 #include "tern/transport.h"
 #include "util.h"
 
 #define HS_WORKERS_START 4
 #define HS_WORKERS 64 /* handlers block on I/O (QP bring-up): grow up to this */
-#define HS_DEFAULT_IO_TIMEOUT_MS 5000
 #define HS_DEFAULT_MAX_CONN 1024
 #define HS_WARN_INTERVAL_MS 10000 /* one warning about strangers per interval */
 #define HS_TRIM_BYTES (4u << 20)  /* payload bytes since the last trim worth a trim */
-
-static const char *type_name(int type)
-{
-    static const char *const n[] = {"Connection", "Metadata", "Notify", "Probe"};
-    return type >= 0 && type <= 3 ? n[type] : "unknown";
-}
-
-/* ---------------------------------------------------------------- codec */
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/* type < 0: old protocol (no type byte), used to answer old-protocol peers. */
-static int frame_encode(int type, const char *json, size_t len, uint8_t **out, size_t *outlen)
-{
-    size_t tb = type >= 0 ? 1 : 0;
-    if (len > SIZE_MAX - 9)
-        return TERN_ERR_INVAL;
-    uint8_t *buf = malloc(8 + tb + len);
-    if (!buf)
-        return TERN_ERR_NOMEM;
-    put_le64(buf, len + tb);
-    if (tb)
-        buf[8] = (uint8_t)type;
-    if (len)
-        memcpy(buf + 8 + tb, json, len);
-    *out = buf;
-    *outlen = 8 + tb + len;
-    return 0;
-}
-
-int tern_hs_frame_encode(int type, const char *json, size_t len, uint8_t **out, size_t *outlen)
-{
-    if (type < 0 || type > 3 || !out || !outlen || (len && !json))
-        return TERN_ERR_INVAL;
-    return frame_encode(type, json, len, out, outlen);
-}
-
-size_t tern_hs_request_limit(uint8_t first)
-{
-    switch (first) {
-    case TERN_HS_METADATA: return TERN_HS_LIMIT_METADATA;
-    case TERN_HS_NOTIFY: return TERN_HS_LIMIT_NOTIFY;
-    case TERN_HS_PROBE: return TERN_HS_LIMIT_PROBE;
-    case TERN_HS_AUTH: return TERN_HS_LIMIT_AUTH;
-    default: return TERN_HS_LIMIT_CONNECTION; /* 0, or old-protocol JSON */
-    }
-}
-
-int tern_hs_frame_header(const uint8_t hdr[8], uint64_t max_frame, uint64_t *len)
-{
-    uint64_t n = get_le64(hdr);
-    if (len)
-        *len = n;
-    if (n == 0 || n > max_frame)
-        return TERN_ERR_PROTOCOL;
-    return 0;
-}
-
-int tern_hs_frame_payload(const uint8_t *payload, size_t len, int *type, const char **json,
-                          size_t *jsonlen, char *err, size_t errlen)
-{
-    if (!payload || len == 0)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "handshake frame: empty payload");
-    if (payload[0] <= TERN_HS_PROBE) {
-        *type = payload[0];
-        *json = (const char *)payload + 1;
-        *jsonlen = len - 1;
-    } else { /* old protocol: all JSON, a Connection request */
-        *type = TERN_HS_CONNECTION;
-        *json = (const char *)payload;
-        *jsonlen = len;
-    }
-    return 0;
-}
-
-/* Whole text is one JSON value (nothing but whitespace after it). */
-static int json_check(const char *json, size_t len, char *err, size_t errlen)
-{
-    if (len == 0)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON: empty");
-    if (len > INT32_MAX)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON: too large");
-    json_tokener *tok = json_tokener_new_ex(TERN_HS_JSON_DEPTH);
-    if (!tok)
-        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
-    json_object *o = json_tokener_parse_ex(tok, json, (int)len);
-    enum json_tokener_error je = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    json_object_put(o);
-    if (je != json_tokener_success)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL, "invalid JSON at byte %zu: %s", end,
-                         je == json_tokener_continue ? "unexpected end"
-                                                     : json_tokener_error_desc(je));
-    while (end < len && strchr(" \t\r\n", json[end]) && json[end])
-        end++;
-    if (end < len)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
-                         "invalid JSON: trailing data at byte %zu", end);
-    return 0;
-}
-
-static char *reply_msg_json(const char *msg)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "reply_msg", json_object_new_string(msg));
-    char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-    json_object_put(o);
-    return s;
-}
-
-/* --------------------------------------------------------------- server */
 
 enum { C_HDR, C_PAYLOAD, C_WORK, C_WRITE, C_DRAIN };
 
@@ -171,7 +45,7 @@ typedef struct hs_conn {
     int fd;
     int state;
     int in_epoll;
-    uint8_t hdr[8];
+    uint8_t hdr[9];              /* the length and the type byte: checked before allocating */
     size_t hgot;
     uint8_t *payload;
     uint64_t plen, pgot;
@@ -274,15 +148,15 @@ static void conn_process(tern_hs_server *s, hs_conn *c)
     int old = c->payload[0] > TERN_HS_PROBE;
     int rc = tern_hs_frame_payload(c->payload, c->plen, &type, &json, &jlen, msg, sizeof msg);
     if (!rc && type != TERN_HS_PROBE)
-        rc = json_check(json, jlen, msg, sizeof msg);
+        rc = tern_hs_json_check(json, jlen, msg, sizeof msg);
     if (rc) {
-        reply = reply_msg_json(msg);
+        reply = tern_hs_refusal(msg);
     } else if (s->opt.handler) {
         rc = s->opt.handler(s->opt.arg, type, json, jlen, &reply, &rlen);
         if (rc && !reply) {
-            snprintf(msg, sizeof msg, "%s request failed: %s", type_name(type),
+            snprintf(msg, sizeof msg, "%s request failed: %s", tern_hs_type_name(type),
                      tern_strerror(rc));
-            reply = reply_msg_json(msg);
+            reply = tern_hs_refusal(msg);
         }
     }
     if (!reply && !rc)
@@ -290,7 +164,7 @@ static void conn_process(tern_hs_server *s, hs_conn *c)
     if (reply && !rlen)
         rlen = strlen(reply);
     if (reply)
-        frame_encode(old ? -1 : type, reply, rlen, &c->out, &c->outlen);
+        tern_hs_frame_build(old ? -1 : type, reply, rlen, &c->out, &c->outlen);
     free(reply);
     free(c->payload);
     c->payload = NULL;
@@ -408,10 +282,17 @@ static void hs_log(tern_hs_server *s, int level, const char *fmt, ...)
 /* Warnings about strangers (no or bad authentication, oversized frames):
  * one per HS_WARN_INTERVAL_MS, with the count of those held back, so a
  * flood of them cannot flood the log.  Epoll thread only. */
+/* Whether a warning now would be held back (then the caller need not
+ * build it: a flood's refusals stay cheap). */
+static int hs_warn_held(const tern_hs_server *s)
+{
+    return s->warn_last_ms && tern_now_ms() - s->warn_last_ms < HS_WARN_INTERVAL_MS;
+}
+
 static void hs_warn_stranger(tern_hs_server *s, const char *msg)
 {
     uint64_t now = tern_now_ms();
-    if (s->warn_last_ms && now - s->warn_last_ms < HS_WARN_INTERVAL_MS) {
+    if (hs_warn_held(s)) {
         s->warn_suppressed++;
         return;
     }
@@ -492,8 +373,9 @@ static uint64_t request_cap(const tern_hs_server *s)
 static void over_limit(tern_hs_server *s, hs_conn *c, const char *what, uint64_t len,
                        uint64_t limit)
 {
-    char peer[NI_MAXHOST + NI_MAXSERV + 4], why[NI_MAXHOST + NI_MAXSERV + 200];
-    peer_of(c->fd, peer, sizeof peer);
+    char peer[NI_MAXHOST + NI_MAXSERV + 4] = "", why[NI_MAXHOST + NI_MAXSERV + 200];
+    if (!hs_warn_held(s))
+        peer_of(c->fd, peer, sizeof peer);
     snprintf(why, sizeof why, "peer %s sent a %s frame of %llu bytes, above its limit of %llu "
              "bytes: connection dropped", peer, what, (unsigned long long)len,
              (unsigned long long)limit);
@@ -501,7 +383,47 @@ static void over_limit(tern_hs_server *s, hs_conn *c, const char *what, uint64_t
     conn_free(s, c);
 }
 
-/* Read header then payload; a complete frame goes to the worker pool. */
+/* A frame's 9 first bytes are in (its length already checked against the
+ * request cap): check the type's limit, then allocate the payload (docs/protocol.md,
+ * Request limits).  Returns 0, or -1 when the connection was dropped. */
+static int conn_header(tern_hs_server *s, hs_conn *c)
+{
+    uint8_t first = c->hdr[8];
+    if (c->plen > tern_hs_request_limit(first)) {
+        over_limit(s, c, tern_hs_type_name(first > TERN_HS_AUTH ? 0 : first), c->plen,
+                   tern_hs_request_limit(first));
+        return -1;
+    }
+    c->payload = malloc(c->plen);
+    if (!c->payload) {
+        conn_free(s, c);
+        return -1;
+    }
+    c->payload[0] = first;
+    c->pgot = 1;
+    s->alloc_since_trim += c->plen;
+    c->state = C_PAYLOAD;
+    return 0;
+}
+
+/* A request whose handler never blocks (tern_hs_options.inline_types) is
+ * answered here, on the epoll thread: two thread hand-offs fewer, which is
+ * what a peer's Metadata fetch waits on while a flood keeps the CPUs busy
+ * (docs/protocol.md, Request limits). */
+static void conn_answer_here(tern_hs_server *s, hs_conn *c)
+{
+    conn_process(s, c);
+    if (!c->out) {
+        conn_free(s, c);
+        return;
+    }
+    c->state = C_WRITE;
+    c->deadline_ms = tern_now_ms() + io_timeout(s);
+    conn_write(s, c);
+}
+
+/* Read header then payload; a complete frame goes to the worker pool (or
+ * is answered here, above). */
 static void conn_read(tern_hs_server *s, hs_conn *c)
 {
     for (;;) {
@@ -510,7 +432,7 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
         size_t want;
         if (c->state == C_HDR) {
             dst = c->hdr + c->hgot;
-            want = 8 - c->hgot;
+            want = sizeof c->hdr - c->hgot;
         } else if (c->state == C_PAYLOAD) {
             dst = c->payload + c->pgot;
             want = (size_t)(c->plen - c->pgot);
@@ -540,34 +462,27 @@ static void conn_read(tern_hs_server *s, hs_conn *c)
             continue;
         if (c->state == C_HDR) {
             c->hgot += (size_t)r;
-            if (c->hgot < 8)
-                continue;
-            /* The limit is checked before the payload is allocated. */
-            if (tern_hs_frame_header(c->hdr, request_cap(s), &c->plen) != 0) {
+            if (c->hgot >= 8 && tern_hs_frame_header(c->hdr, request_cap(s), &c->plen) != 0) {
                 over_limit(s, c, "request", c->plen, request_cap(s));
                 return;
             }
-            c->payload = malloc(c->plen);
-            if (!c->payload) {
-                conn_free(s, c);
+            if (c->hgot < sizeof c->hdr)
+                continue;
+            if (conn_header(s, c) != 0)
                 return;
-            }
-            s->alloc_since_trim += c->plen;
-            c->state = C_PAYLOAD;
-            continue;
+        } else {
+            c->pgot += (uint64_t)r;
         }
-        if (c->pgot == 0 && c->plen > tern_hs_request_limit(c->payload[0])) {
-            over_limit(s, c, type_name(c->payload[0] > TERN_HS_PROBE ? 0 : c->payload[0]),
-                       c->plen, tern_hs_request_limit(c->payload[0]));
-            return;
-        }
-        c->pgot += (uint64_t)r;
         if (c->pgot < c->plen)
             continue;
         if (c->auth.step) { /* not yet authenticated: this frame is part of it */
             if (auth_frame(s, c))
                 return;
             continue;
+        }
+        if (c->payload[0] <= TERN_HS_PROBE && (s->opt.inline_types >> c->payload[0]) & 1) {
+            conn_answer_here(s, c);
+            return;
         }
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         c->in_epoll = 0;
@@ -601,7 +516,8 @@ static void set_accepting(tern_hs_server *s, int on)
 
 static void accept_all(tern_hs_server *s)
 {
-    while (s->nconns < s->opt.max_connections) {
+    int lim = getenv("HSACC") ? atoi(getenv("HSACC")) : 1 << 30;
+    while (s->nconns < s->opt.max_connections && lim-- > 0) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -673,6 +589,7 @@ static int expire(tern_hs_server *s)
 static void *loop_main(void *arg)
 {
     tern_hs_server *s = arg;
+    pthread_setname_np(pthread_self(), "tern-hs-loop");
     struct epoll_event evs[128];
     int timeout = 1000;
     while (!atomic_load(&s->stop_loop)) {
@@ -773,7 +690,7 @@ int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out, char 
     if (!s->opt.max_frame)
         s->opt.max_frame = TERN_HS_DEFAULT_MAX_FRAME;
     if (s->opt.io_timeout_ms <= 0)
-        s->opt.io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
+        s->opt.io_timeout_ms = TERN_HS_DEFAULT_IO_TIMEOUT_MS;
     if (s->opt.max_connections <= 0)
         s->opt.max_connections = HS_DEFAULT_MAX_CONN;
     s->lfd = s->epfd = s->evfd = -1;
@@ -831,283 +748,3 @@ void tern_hs_server_stop(tern_hs_server *s)
     server_free(s);
 }
 
-/* --------------------------------------------------------------- client */
-
-int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port)
-{
-    if (!name || !*name || !host || !hostlen || !port)
-        return TERN_ERR_INVAL;
-    const char *h = name, *p = NULL;
-    size_t hl;
-    if (name[0] == '[') {
-        const char *e = strchr(name, ']');
-        if (!e || (e[1] && e[1] != ':'))
-            return TERN_ERR_INVAL;
-        h = name + 1;
-        hl = (size_t)(e - h);
-        p = e[1] ? e + 2 : NULL;
-    } else {
-        const char *c = strrchr(name, ':');
-        if (c && strchr(name, ':') == c) {
-            hl = (size_t)(c - name);
-            p = c + 1;
-        } else { /* no colon, or a bare IPv6 address */
-            hl = strlen(name);
-        }
-    }
-    if (hl == 0 || hl >= hostlen)
-        return TERN_ERR_INVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = 0;
-    if (p) {
-        if (!*p || strlen(p) > 5)
-            return TERN_ERR_INVAL;
-        unsigned v = 0;
-        for (const char *q = p; *q; q++) {
-            if (*q < '0' || *q > '9')
-                return TERN_ERR_INVAL;
-            v = v * 10 + (unsigned)(*q - '0');
-        }
-        if (v > 65535)
-            return TERN_ERR_INVAL;
-        *port = (uint16_t)v;
-    }
-    return 0;
-}
-
-/* Non-blocking connect bounded by timeout_ms; returns fd or -errno. */
-static int connect_one(const struct addrinfo *a, int timeout_ms)
-{
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int r;
-        do
-            r = poll(&p, 1, timeout_ms);
-        while (r < 0 && errno == EINTR);
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (r == 0)
-            soerr = ETIMEDOUT;
-        else if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
-            soerr = errno;
-        if (soerr) {
-            close(fd);
-            return -soerr;
-        }
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static int hs_connect(const char *server, int timeout_ms, char *err, size_t errlen)
-{
-    char host[256];
-    uint16_t port;
-    if (tern_split_host_port(server, host, sizeof host, &port) != 0)
-        return tern_errf(err, errlen, TERN_ERR_INVAL,
-                         "handshake: bad server name \"%s\" (expected host:port or [v6]:port)",
-                         server);
-    char ps[8];
-    snprintf(ps, sizeof ps, "%u", port ? port : TERN_HS_DEFAULT_PORT);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV},
-                    *res = NULL;
-    int g = getaddrinfo(host, ps, &hints, &res);
-    if (g)
-        return tern_errf(err, errlen, TERN_ERR_CONNECT, "handshake: cannot resolve %s: %s",
-                         host, gai_strerror(g));
-    int fd = -1, last = 0, tried = 0;
-    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next, tried++) {
-        fd = connect_one(a, timeout_ms);
-        if (fd < 0)
-            last = -fd;
-    }
-    freeaddrinfo(res);
-    if (fd >= 0)
-        return fd;
-    return tern_errf(err, errlen, last == ETIMEDOUT ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
-                     "handshake: cannot connect to %s:%s (%d address%s tried): %s; is the "
-                     "peer's engine running and its handshake port reachable?",
-                     host, ps, tried, tried == 1 ? "" : "es", strerror(last));
-}
-
-static int io_err(int rc, const char *what, const char *server, int timeout_ms, char *err,
-                  size_t errlen)
-{
-    if (rc == TERN_ERR_TIMEOUT)
-        return tern_errf(err, errlen, rc, "handshake with %s: %s timed out after %d ms", server,
-                         what, timeout_ms);
-    if (rc == TERN_ERR_CLOSED)
-        return tern_errf(err, errlen, rc,
-                         "handshake with %s: peer closed the connection while %s", server,
-                         what);
-    return tern_errf(err, errlen, rc, "handshake with %s: %s failed: %s", server, what,
-                     strerror(errno));
-}
-
-static int read_reply(int fd, const char *server, int type, uint64_t max_frame, int io_ms,
-                      char **reply, size_t *replylen, char *err, size_t errlen)
-{
-    uint8_t hdr[8];
-    uint64_t n;
-    int rc = tern_io_read_all(fd, hdr, 8, io_ms);
-    if (rc)
-        return io_err(rc, "reading the reply header", server, io_ms, err, errlen);
-    if (tern_hs_frame_header(hdr, max_frame, &n) != 0)
-        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
-                         "handshake with %s: reply length %llu is 0 or above the maximum "
-                         "frame %llu",
-                         server, (unsigned long long)n, (unsigned long long)max_frame);
-    uint8_t *p = malloc(n + 1);
-    if (!p)
-        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
-    rc = tern_io_read_all(fd, p, n, io_ms);
-    if (rc) {
-        free(p);
-        return io_err(rc, "reading the reply", server, io_ms, err, errlen);
-    }
-    size_t off = 0;
-    if (p[0] <= TERN_HS_PROBE) {
-        if (p[0] != type) {
-            int got = p[0];
-            free(p);
-            return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
-                             "handshake with %s: %s request answered with type %d", server,
-                             type_name(type), got);
-        }
-        off = 1;
-    }
-    memmove(p, p + off, n - off);
-    p[n - off] = '\0';
-    *reply = (char *)p;
-    if (replylen)
-        *replylen = n - off;
-    return 0;
-}
-
-int tern_hs_session_open(const tern_auth *auth, const char *server_name,
-                         int connect_timeout_ms, int io_timeout_ms, uint64_t max_frame,
-                         char *err, size_t errlen)
-{
-    if (connect_timeout_ms <= 0)
-        connect_timeout_ms = 5000;
-    if (io_timeout_ms <= 0)
-        io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
-    int fd = hs_connect(server_name, connect_timeout_ms, err, errlen);
-    if (fd < 0)
-        return fd;
-    int rc = auth ? tern_auth_hs_client(auth, fd, server_name, max_frame ? max_frame
-                                        : TERN_HS_DEFAULT_MAX_FRAME, io_timeout_ms, err, errlen)
-                  : 0;
-    if (rc) {
-        close(fd);
-        return rc;
-    }
-    return fd; /* TCP_NODELAY already (connect_one) */
-}
-
-int tern_hs_session_request(int fd, const char *server_name, int type, const char *json,
-                            size_t len, char **reply, size_t *replylen, uint64_t max_frame,
-                            int io_timeout_ms, char *err, size_t errlen)
-{
-    *reply = NULL;
-    if (!max_frame)
-        max_frame = TERN_HS_DEFAULT_MAX_FRAME;
-    if (io_timeout_ms <= 0)
-        io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
-    if (len + 1 > max_frame || len + 1 > tern_hs_request_limit((uint8_t)type))
-        return tern_errf(err, errlen, TERN_ERR_INVAL,
-                         "handshake: %s request of %zu bytes exceeds its limit of %zu bytes "
-                         "(docs/protocol.md, Handshake frames)",
-                         type_name(type), len + 1, tern_hs_request_limit((uint8_t)type));
-    uint8_t *frame;
-    size_t flen;
-    if (frame_encode(type, json, len, &frame, &flen) != 0)
-        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
-    int rc = tern_io_write_all(fd, frame, flen, io_timeout_ms);
-    free(frame);
-    if (rc)
-        return io_err(rc, "sending the request", server_name, io_timeout_ms, err, errlen);
-    rc = read_reply(fd, server_name, type, max_frame, io_timeout_ms, reply, replylen, err,
-                    errlen);
-    size_t rl = rc == 0 && *reply ? strlen(*reply) : 0;
-    if (rc == 0 && (rc = tern_auth_hs_refused(*reply, rl, server_name, err, errlen)) != 0) {
-        free(*reply);
-        *reply = NULL;
-    }
-    return rc;
-}
-
-int tern_hs_request(const char *server_name, int type, const char *json, size_t len,
-                    char **reply, size_t *replylen, uint64_t max_frame,
-                    int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen)
-{
-    return tern_hs_request_auth(NULL, server_name, type, json, len, reply, replylen, max_frame,
-                                connect_timeout_ms, io_timeout_ms, err, errlen);
-}
-
-int tern_hs_request_auth(const tern_auth *auth, const char *server_name, int type,
-                         const char *json, size_t len, char **reply, size_t *replylen,
-                         uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
-                         char *err, size_t errlen)
-{
-    if (!server_name || !reply || type < 0 || type > 3 || (len && !json))
-        return tern_errf(err, errlen, TERN_ERR_INVAL, "handshake: bad request arguments");
-    *reply = NULL;
-    if (!max_frame)
-        max_frame = TERN_HS_DEFAULT_MAX_FRAME;
-    if (len + 1 > max_frame)
-        return tern_errf(err, errlen, TERN_ERR_INVAL,
-                         "handshake: request of %zu bytes exceeds the maximum frame %llu", len,
-                         (unsigned long long)max_frame);
-    if (len + 1 > tern_hs_request_limit((uint8_t)type))
-        return tern_errf(err, errlen, TERN_ERR_INVAL,
-                         "handshake: %s request of %zu bytes exceeds its limit of %zu bytes "
-                         "(docs/protocol.md, Handshake frames)",
-                         type_name(type), len + 1, tern_hs_request_limit((uint8_t)type));
-    if (connect_timeout_ms <= 0)
-        connect_timeout_ms = 5000;
-    if (io_timeout_ms <= 0)
-        io_timeout_ms = HS_DEFAULT_IO_TIMEOUT_MS;
-    uint8_t *frame;
-    size_t flen;
-    if (frame_encode(type, json, len, &frame, &flen) != 0)
-        return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
-    int fd = hs_connect(server_name, connect_timeout_ms, err, errlen);
-    if (fd < 0) {
-        free(frame);
-        return fd;
-    }
-    int rc = auth ? tern_auth_hs_client(auth, fd, server_name, max_frame, io_timeout_ms, err,
-                                        errlen)
-                  : 0;
-    if (rc) {
-        free(frame);
-        close(fd);
-        return rc;
-    }
-    rc = tern_io_write_all(fd, frame, flen, io_timeout_ms);
-    free(frame);
-    if (rc)
-        rc = io_err(rc, "sending the request", server_name, io_timeout_ms, err, errlen);
-    else
-        rc = read_reply(fd, server_name, type, max_frame, io_timeout_ms, reply, replylen, err,
-                        errlen);
-    close(fd);
-    size_t rl = rc == 0 && *reply ? strlen(*reply) : 0;
-    if (rc == 0 && (rc = tern_auth_hs_refused(*reply, rl, server_name, err, errlen)) != 0) {
-        free(*reply); /* the daemon wants the shared secret (or refused ours) */
-        *reply = NULL;
-    }
-    return rc;
-}
