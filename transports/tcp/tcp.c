@@ -126,6 +126,9 @@ static const tern_option tcp_options[] = {
     {"slice_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "1M",
      "slice size for this transport"},
     {"nodelay", TERN_OPT_BOOL, 0, 0, NULL, "true", "set TCP_NODELAY on data connections"},
+    {"reply_wait_us", TERN_OPT_INT, 0, 100000, NULL, "200",
+     "a lone small request waits this long in submit for its reply on the caller's thread "
+     "(one thread wake less per round trip; 0 = never)"},
     {"sndbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
      "SO_SNDBUF of data connections (0 = kernel autotuning)"},
     {"rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
@@ -197,6 +200,7 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     ctx->opt_max_server_conns = (int)opt_int(ctx, "max_server_connections", 4096);
     ctx->opt_io_threads = (int)opt_int(ctx, "io_threads", 0);
     ctx->opt_idle_close_ms = (int)opt_int(ctx, "idle_close_ms", 10000);
+    ctx->opt_reply_wait_us = (int)opt_int(ctx, "reply_wait_us", 200);
     ctx->opt_max_unproven = (int)opt_int(ctx, "max_unproven", 256);
     ctx->opt_unproven_per_source = (int)opt_int(ctx, "max_unproven_per_source", 16);
     ctx->opt_unproven_idle_ms = (int)opt_int(ctx, "unproven_idle_ms", 5000);

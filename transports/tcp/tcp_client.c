@@ -15,6 +15,13 @@
  * data straight into registered memory) and hands each finished slice to
  * the core with complete() at once, without any lock held.
  *
+ * Lone requests: a small request that is the only one on its connection
+ * is most likely waited for next by its caller; submit() then waits for
+ * the reply on the socket itself, up to reply_wait_us (conn_await), which
+ * saves a thread wake per round trip.  The I/O thread keeps watching the
+ * socket all the while, so it completes whatever the caller's thread does
+ * not.
+ *
  * Failure: EOF, a socket error, a malformed reply or no progress for
  * io_timeout ms while requests are outstanding break the connection: every
  * slice on it completes with an error and a message.  A connection that
@@ -33,6 +40,7 @@
 #include <sys/epoll.h>
 #include <sched.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tcp_auth.h"
@@ -46,10 +54,19 @@
  * the I/O thread: a small request goes out at once, a large one does not
  * hold the caller. */
 #define SUBMIT_INLINE_MAX (256u << 10)
+/* The largest request whose reply submit() waits for (see conn_await). */
+#define LONE_MAX (16u << 10)
 
 typedef struct done_list {
     tern_slice *head, *tail;
 } done_list;
+
+/* A lone request submit() waits for: its connection, its id, the socket. */
+typedef struct lone_req {
+    tcp_conn *c;
+    uint64_t id;
+    int fd;
+} lone_req;
 
 static size_t ring_at(const tcp_conn *c, size_t j) { return (c->head + j) & (c->cap - 1); }
 
@@ -115,6 +132,7 @@ static void conn_reset_stream(tcp_conn *c)
     c->rx_payload = 0;
     c->rx_off = 0;
     c->want_out = 0;
+    c->in_hold = c->in_off = 0;
 }
 
 static void conn_close_fd(tcp_conn *c)
@@ -272,15 +290,17 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
     }
 }
 
-/* EPOLLOUT only while something waits to be sent (caller holds mu). */
+/* EPOLLOUT only while something waits to be sent; EPOLLIN unless a reply
+ * is left to a waiting submitter (caller holds mu). */
 static void conn_arm(tcp_conn *c)
 {
     if (c->io.fd < 0)
         return;
     int want = c->nsent < c->count;
-    if (want != c->want_out) {
-        tcp_io_mod(&c->io, EPOLLIN | (want ? EPOLLOUT : 0));
+    if (want != c->want_out || c->in_hold != c->in_off) {
+        tcp_io_mod(&c->io, (c->in_hold ? 0 : EPOLLIN) | (want ? EPOLLOUT : 0));
         c->want_out = want;
+        c->in_off = c->in_hold;
     }
 }
 
@@ -349,9 +369,12 @@ static void conn_probe(tcp_conn *c, done_list *d)
         conn_recv_result(c, d, n);
 }
 
-/* Read replies until the socket is empty (caller holds mu). */
+/* Read replies until the socket is empty or nothing more is expected
+ * (caller holds mu).  With nothing expected, a socket this call read from
+ * is not probed again: epoll reports it again if anything is left. */
 static void conn_recv(tcp_conn *c, done_list *d)
 {
+    int got = 0;
     while (c->io.fd >= 0) {
         if (c->rx_payload) {
             tern_slice *s = c->ring[c->head].s;
@@ -359,6 +382,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
                              MSG_DONTWAIT);
             if (!conn_recv_result(c, d, n))
                 return;
+            got = 1;
             c->rx_off += (uint64_t)n;
             if (c->rx_off == s->length) {
                 c->rx_payload = 0;
@@ -374,13 +398,15 @@ static void conn_recv(tcp_conn *c, done_list *d)
         if (k == 0 && c->nsent > 0)
             k = 1; /* a READ: its header alone */
         if (k == 0) {
-            conn_probe(c, d);
+            if (!got)
+                conn_probe(c, d);
             return;
         }
         ssize_t n = recv(c->io.fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
                          MSG_DONTWAIT);
         if (!conn_recv_result(c, d, n))
             return;
+        got = 1;
         c->rx_have += (size_t)n;
         size_t off = 0;
         while (c->rx_have - off >= TCP_REP_SIZE) {
@@ -408,7 +434,9 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
     pthread_mutex_lock(&c->mu);
     if (c->io.fd >= 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
         conn_send(c, &d, UINT64_MAX);
-    if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+    if (c->io.fd >= 0 && c->awaiting && !(ev & (EPOLLERR | EPOLLHUP)))
+        c->in_hold = 1; /* a submitter waits on the socket for this: it reads */
+    else if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)))
         conn_recv(c, &d);
     conn_arm(c);
     pthread_mutex_unlock(&c->mu);
@@ -704,8 +732,10 @@ static tcp_conn *ep_pick(tcp_ep *ep)
     return best ? best : pending ? pending : off ? off : &ep->conns[0];
 }
 
-/* Queue one slice on c and send it now when the socket is free. */
-static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
+/* Queue one slice on c and send it now when the socket is free.  With
+ * lone set, a small request that went out whole onto an otherwise idle
+ * connection is noted there for conn_await. */
+static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lone)
 {
     atomic_fetch_add(&c->load, TCP_REQ_SIZE + s->length);
     pthread_mutex_lock(&c->mu);
@@ -734,12 +764,68 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
     if (st == TCP_C_UP && !c->want_out) {
         conn_send(c, d, SUBMIT_INLINE_MAX);
         conn_arm(c);
+        if (lone && c->count == 1 && c->nsent == 1 && s->length <= LONE_MAX &&
+            c->ep->ctx->opt_reply_wait_us > 0) {
+            *lone = (lone_req){.c = c, .id = e->id, .fd = c->io.fd};
+            c->awaiting = 1;
+        }
     } else if (st == TCP_C_OFF) {
         atomic_store(&c->state, TCP_C_CONNECTING);
         c->resent = 0;
         conn_kick(c);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* Is the lone request still in flight on the socket it went out on?
+ * (caller holds mu; ids only grow, and the oldest request is the head) */
+static int lone_pending(const tcp_conn *c, const lone_req *l)
+{
+    return c->io.fd == l->fd && c->count && c->ring[c->head].id == l->id;
+}
+
+/* On the caller's thread, right after submit() sent a lone request: wait
+ * up to reply_wait_us for its reply on the socket and read it here.  A
+ * caller with one request in flight waits for it next anyway; reading it
+ * here takes the I/O thread's wake and its hand-over to the waiting thread
+ * out of every round trip.  While `awaiting` is set, an I/O thread that
+ * sees the reply first leaves it in the socket (in_hold: EPOLLIN off, so
+ * level-triggered epoll does not report it again and again); the waiter
+ * clears both under mu each time it wakes and at the end, so from then on
+ * the I/O thread reads as usual: a reply later than the wait, or what the
+ * waiter leaves, is never lost.  A connection that breaks meanwhile is the
+ * I/O thread's to finish (its slices fail or are resent); the waiter then
+ * returns at the latest at its deadline.  The core holds the endpoint for
+ * as long as submit() runs, so c stays valid; the slice is looked at only
+ * while it is in the ring (under mu), by its id. */
+static void conn_await(tcp_ctx *ctx, const lone_req *l)
+{
+    tcp_conn *c = l->c;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec +
+                  (int64_t)ctx->opt_reply_wait_us * 1000;
+    for (int pending = 1; pending;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int64_t left = end - ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec);
+        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
+        struct pollfd pf = {l->fd, POLLIN, 0};
+        int k = left > 0 ? ppoll(&pf, 1, &ts, NULL) : 0;
+        if (k < 0 && errno == EINTR)
+            continue;
+        done_list d = {0};
+        pthread_mutex_lock(&c->mu);
+        c->awaiting = c->in_hold = 0;
+        pending = k > 0 && lone_pending(c, l);
+        if (pending) {
+            conn_recv(c, &d);
+            pending = lone_pending(c, l);
+        }
+        c->awaiting = pending;
+        conn_arm(c);
+        pthread_mutex_unlock(&c->mu);
+        done_flush(ctx, &d);
+    }
 }
 
 int tcp_submit(void *vep, tern_slice *const *slices, int n)
@@ -750,6 +836,7 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
     if (!ep->connected)
         return TERN_ERR_CONNECT;
     done_list d = {0};
+    lone_req lone = {0};
     for (int i = 0; i < n; i++) {
         tern_slice *s = slices[i];
         s->status = 0;
@@ -760,8 +847,10 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
                          "tcp: slice with a bad opcode, NULL local address or zero length");
             continue;
         }
-        conn_enqueue(ep_pick(ep), s, &d);
+        conn_enqueue(ep_pick(ep), s, &d, n == 1 ? &lone : NULL);
     }
     done_flush(ep->ctx, &d);
+    if (lone.c)
+        conn_await(ep->ctx, &lone);
     return n;
 }
