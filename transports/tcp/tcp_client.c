@@ -132,7 +132,7 @@ static void conn_reset_stream(tcp_conn *c)
     c->rx_payload = 0;
     c->rx_off = 0;
     c->want_out = 0;
-    c->in_hold = c->in_off = 0;
+    c->quiet = c->in_off = 0;
 }
 
 static void conn_close_fd(tcp_conn *c)
@@ -290,17 +290,21 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
     }
 }
 
-/* EPOLLOUT only while something waits to be sent; EPOLLIN unless a reply
- * is left to a waiting submitter (caller holds mu). */
+/* EPOLLOUT only while something waits to be sent.  EPOLLIN unless the
+ * connection is quiet and every reply due has a waiting submitter (or
+ * none is due): then only EPOLLRDHUP, so the I/O thread is not woken by
+ * replies the submitters read themselves, but still sees the peer go
+ * (caller holds mu). */
 static void conn_arm(tcp_conn *c)
 {
     if (c->io.fd < 0)
         return;
     int want = c->nsent < c->count;
-    if (want != c->want_out || c->in_hold != c->in_off) {
-        tcp_io_mod(&c->io, (c->in_hold ? 0 : EPOLLIN) | (want ? EPOLLOUT : 0));
+    int off = c->quiet && (c->awaiting || !c->count);
+    if (want != c->want_out || off != c->in_off) {
+        tcp_io_mod(&c->io, (off ? EPOLLRDHUP : EPOLLIN) | (want ? EPOLLOUT : 0));
         c->want_out = want;
-        c->in_off = c->in_hold;
+        c->in_off = off;
     }
 }
 
@@ -369,6 +373,40 @@ static void conn_probe(tcp_conn *c, done_list *d)
         conn_recv_result(c, d, n);
 }
 
+/* The reply to a READ that is the only request due, and its data in the
+ * same call: straight into the slice's memory after the header.  Nothing
+ * else can follow a refused READ's header; bytes that do are a protocol
+ * error.  1: go on reading, 0: stop (caller holds mu). */
+static int conn_recv_lone_read(tcp_conn *c, done_list *d)
+{
+    tern_slice *s = c->ring[c->head].s;
+    /* a small first part: the rest of a large READ comes as before */
+    struct iovec iov[2] = {{c->rxbuf, TCP_REP_SIZE},
+                           {s->local, s->length < LONE_MAX ? s->length : LONE_MAX}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t n = recvmsg(c->io.fd, &mh, MSG_DONTWAIT);
+    if (!conn_recv_result(c, d, n))
+        return 0;
+    if ((size_t)n < TCP_REP_SIZE) {
+        c->rx_have = (size_t)n;
+        return 1;
+    }
+    int rc = conn_take_reply(c, d, c->rxbuf);
+    if (rc < 0 || (rc == 0 && (size_t)n > TCP_REP_SIZE)) {
+        conn_break(c, d, TERN_ERR_PROTOCOL, "malformed or out-of-order reply");
+        return 0;
+    }
+    if (rc == 1) {
+        c->rx_payload = 1;
+        c->rx_off = (uint64_t)n - TCP_REP_SIZE;
+        if (c->rx_off == s->length) {
+            c->rx_payload = 0;
+            conn_complete_head(c, d, 0, NULL);
+        }
+    }
+    return 1;
+}
+
 /* Read replies until the socket is empty or nothing more is expected
  * (caller holds mu).  With nothing expected, a socket this call read from
  * is not probed again: epoll reports it again if anything is left. */
@@ -402,6 +440,13 @@ static void conn_recv(tcp_conn *c, done_list *d)
                 conn_probe(c, d);
             return;
         }
+        if (k == 1 && c->nsent == 1 && c->rx_have == 0 &&
+            c->ring[c->head].s->opcode == TERN_READ) {
+            if (!conn_recv_lone_read(c, d))
+                return;
+            got = 1;
+            continue;
+        }
         ssize_t n = recv(c->io.fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
                          MSG_DONTWAIT);
         if (!conn_recv_result(c, d, n))
@@ -434,9 +479,9 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
     pthread_mutex_lock(&c->mu);
     if (c->io.fd >= 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
         conn_send(c, &d, UINT64_MAX);
-    if (c->io.fd >= 0 && c->awaiting && !(ev & (EPOLLERR | EPOLLHUP)))
-        c->in_hold = 1; /* a submitter waits on the socket for this: it reads */
-    else if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+    if (c->io.fd >= 0 && c->awaiting && !(ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
+        c->quiet = 1; /* a submitter waits on the socket for this: it reads */
+    else if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
         conn_recv(c, &d);
     conn_arm(c);
     pthread_mutex_unlock(&c->mu);
@@ -761,14 +806,19 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
     c->count++;
     c->last_used_ms = c->last_progress_ms;
     int st = atomic_load(&c->state);
-    if (st == TCP_C_UP && !c->want_out) {
-        conn_send(c, d, SUBMIT_INLINE_MAX);
+    if (st == TCP_C_UP && c->want_out) {
+        c->quiet = 0;
         conn_arm(c);
+    } else if (st == TCP_C_UP) {
+        conn_send(c, d, SUBMIT_INLINE_MAX);
         if (lone && c->count == 1 && c->nsent == 1 && s->length <= LONE_MAX &&
             c->ep->ctx->opt_reply_wait_us > 0) {
             *lone = (lone_req){.c = c, .id = e->id, .fd = c->io.fd};
-            c->awaiting = 1;
+            c->awaiting++;
+        } else {
+            c->quiet = 0; /* replies no submitter waits for: the I/O thread's */
         }
+        conn_arm(c);
     } else if (st == TCP_C_OFF) {
         atomic_store(&c->state, TCP_C_CONNECTING);
         c->resent = 0;
@@ -788,16 +838,20 @@ static int lone_pending(const tcp_conn *c, const lone_req *l)
  * up to reply_wait_us for its reply on the socket and read it here.  A
  * caller with one request in flight waits for it next anyway; reading it
  * here takes the I/O thread's wake and its hand-over to the waiting thread
- * out of every round trip.  While `awaiting` is set, an I/O thread that
- * sees the reply first leaves it in the socket (in_hold: EPOLLIN off, so
- * level-triggered epoll does not report it again and again); the waiter
- * clears both under mu each time it wakes and at the end, so from then on
- * the I/O thread reads as usual: a reply later than the wait, or what the
- * waiter leaves, is never lost.  A connection that breaks meanwhile is the
- * I/O thread's to finish (its slices fail or are resent); the waiter then
- * returns at the latest at its deadline.  The core holds the endpoint for
- * as long as submit() runs, so c stays valid; the slice is looked at only
- * while it is in the ring (under mu), by its id. */
+ * out of every round trip.
+ *
+ * Who reads (under mu): while `awaiting`, an I/O thread that sees a reply
+ * first leaves it in the socket and makes the connection quiet (conn_arm:
+ * EPOLLIN off), so level-triggered epoll does not report it again and
+ * again; a waiter that read its reply itself leaves the connection quiet,
+ * so the next lone request needs no epoll_ctl either.  As soon as a reply
+ * is due that no waiter waits for (a waiter gave up at its deadline, a
+ * request that is not lone was queued), EPOLLIN is armed again and the
+ * I/O thread reads as usual: a reply is never left unread.  A connection
+ * that breaks meanwhile is the I/O thread's to finish (EPOLLRDHUP, errors);
+ * the waiter then returns at the latest at its deadline.  The core holds
+ * the endpoint for as long as submit() runs, so c stays valid; the slice
+ * is looked at only while it is in the ring (under mu), by its id. */
 static void conn_await(tcp_ctx *ctx, const lone_req *l)
 {
     tcp_conn *c = l->c;
@@ -805,7 +859,7 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
     clock_gettime(CLOCK_MONOTONIC, &t);
     int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec +
                   (int64_t)ctx->opt_reply_wait_us * 1000;
-    for (int pending = 1; pending;) {
+    for (int over = 0; !over;) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         int64_t left = end - ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec);
         struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
@@ -815,13 +869,19 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
             continue;
         done_list d = {0};
         pthread_mutex_lock(&c->mu);
-        c->awaiting = c->in_hold = 0;
-        pending = k > 0 && lone_pending(c, l);
-        if (pending) {
+        int mine = lone_pending(c, l);
+        if (mine && k > 0) {
             conn_recv(c, &d);
-            pending = lone_pending(c, l);
+            mine = lone_pending(c, l);
+            if (!mine)
+                c->quiet = 1; /* read here: the next lone reply is read here too */
         }
-        c->awaiting = pending;
+        over = !mine || k <= 0;
+        if (over) {
+            c->awaiting--;
+            if (mine)
+                c->quiet = 0; /* not in time: the I/O thread reads it */
+        }
         conn_arm(c);
         pthread_mutex_unlock(&c->mu);
         done_flush(ctx, &d);

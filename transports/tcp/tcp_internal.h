@@ -94,9 +94,9 @@ typedef struct tcp_conn {
     int want_out;              /* EPOLLOUT armed */
     int fresh;                 /* no reply on this socket yet */
     int resent;                /* the ring was already resent once after a fresh break */
-    int awaiting;              /* a submitter waits for a reply on the socket (conn_await) */
-    int in_hold;               /* the I/O thread left a reply to it: EPOLLIN off meanwhile */
-    int in_off;                /* EPOLLIN is out of the epoll set */
+    int awaiting;              /* submitters waiting for a reply on the socket (conn_await) */
+    int quiet;                 /* replies are theirs: EPOLLIN off while one waits or none is due */
+    int in_off;                /* EPOLLIN is out of the epoll set (EPOLLRDHUP in) */
     tcp_entry *ring;
     size_t cap, head, count;   /* ring of slices in request order */
     size_t nsent;              /* ring[head .. head+nsent) fully sent */
