@@ -12,16 +12,19 @@
  *    measuring both with bench/peers.sh: the copy still spreads over cores
  *    because one peer's connections sit on different threads, and a
  *    stranger that holds a connection open costs a socket, not a thread.
- *  - Target side (tcp_server.c): one data port per plugin instance
- *    (option `port`, 0 = ephemeral), advertised by segment_describe as
- *    {"host", "port"}; each connection is a small state machine moving data
- *    straight between the socket and registered memory, with budgets for
- *    strangers and a progress deadline.
+ *  - Target side: one data port per plugin instance (option `port`, 0 =
+ *    ephemeral), advertised by segment_describe as {"host", "port"}
+ *    (tcp_accept.c); each connection is a small state machine moving data
+ *    straight between the socket and registered memory (tcp_server.c),
+ *    with budgets for strangers (tcp_budget.c) and a progress deadline.
  *  - Initiator side (tcp_client.c): an endpoint opens one connection and
  *    more (up to `connections`) while its queue is deep; submit() sends
  *    from the caller's thread when the socket is free, the I/O thread reads
  *    the replies and hands each slice to the core with the host service
- *    complete() at once (no queue, no poll).
+ *    complete() at once (no queue, no poll).  A lone small request (the
+ *    only one on its connection) is waited for inside submit(), up to
+ *    reply_wait_us, and its reply read on the caller's thread: a round
+ *    trip then wakes one thread on each side, as a plain ping-pong does.
  *  - Registered ranges: a sorted array under a rwlock held only to look up
  *    or change it.  A transfer pins its range; deregistration waits for the
  *    transfers on that range only, up to unregister_wait_ms, then revokes

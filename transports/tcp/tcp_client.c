@@ -18,9 +18,8 @@
  * Lone requests: a small request that is the only one on its connection
  * is most likely waited for next by its caller; submit() then waits for
  * the reply on the socket itself, up to reply_wait_us (conn_await), which
- * saves a thread wake per round trip.  The I/O thread keeps watching the
- * socket all the while, so it completes whatever the caller's thread does
- * not.
+ * saves a thread wake per round trip.  The I/O thread reads every reply no
+ * caller waits for, so a reply later than the wait is never left unread.
  *
  * Failure: EOF, a socket error, a malformed reply or no progress for
  * io_timeout ms while requests are outstanding break the connection: every
@@ -479,9 +478,10 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
     pthread_mutex_lock(&c->mu);
     if (c->io.fd >= 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
         conn_send(c, &d, UINT64_MAX);
-    if (c->io.fd >= 0 && c->awaiting && !(ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
+    int gone = ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+    if (c->io.fd >= 0 && (ev & EPOLLIN) && c->awaiting && !gone)
         c->quiet = 1; /* a submitter waits on the socket for this: it reads */
-    else if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
+    else if (c->io.fd >= 0 && ((ev & EPOLLIN) || gone))
         conn_recv(c, &d);
     conn_arm(c);
     pthread_mutex_unlock(&c->mu);
