@@ -15,13 +15,17 @@
 
 #include "tcp_server.h"
 
-/* Worker: drop the connections a newer stranger evicted. */
+/* Worker: drop the connections a newer stranger evicted.  One that proved
+ * itself since (its request had not arrived when it was chosen as idle,
+ * and this worker has served it meanwhile) is established now: its
+ * stranger slot is free already, so it stays. */
 void tcp_server_evict(tcp_worker *w)
 {
     for (tcp_io *io = w->list, *next; io; io = next) {
         next = io->next;
-        if (tcp_srv_is_conn(io) && atomic_load(&((tcp_srv_conn *)io)->evict))
-            tcp_srv_close((tcp_srv_conn *)io, TERN_LOG_DEBUG, "evicted to make room");
+        tcp_srv_conn *c = (tcp_srv_conn *)io;
+        if (tcp_srv_is_conn(io) && atomic_load(&c->evict) && !c->proven)
+            tcp_srv_close(c, TERN_LOG_DEBUG, "evicted to make room");
     }
 }
 

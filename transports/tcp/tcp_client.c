@@ -873,7 +873,7 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
         if (mine && k > 0) {
             conn_recv(c, &d);
             mine = lone_pending(c, l);
-            if (!mine)
+            if (!mine && c->io.fd == l->fd)
                 c->quiet = 1; /* read here: the next lone reply is read here too */
         }
         over = !mine || k <= 0;
