@@ -55,6 +55,12 @@
 #define SUBMIT_INLINE_MAX (256u << 10)
 /* The largest request whose reply submit() waits for (see conn_await). */
 #define LONE_MAX (16u << 10)
+/* One lone request in LONE_PROBE goes out without a wait, to see whether
+ * the caller submits more meanwhile (it pipelines: waiting would serialize
+ * it); LONE_RESUME submits in a row onto an idle connection say it waits
+ * for each one again. */
+#define LONE_PROBE 32
+#define LONE_RESUME 8
 
 typedef struct done_list {
     tern_slice *head, *tail;
@@ -113,9 +119,17 @@ static void slice_finish(tcp_conn *c, done_list *d, tern_slice *s, int status,
     done_add(d, s);
 }
 
+/* The request with this id leaves the ring (caller holds mu). */
+static void conn_left(tcp_conn *c, uint64_t id)
+{
+    if (c->probing && c->probe_id == id)
+        c->probing = 0; /* nothing followed it: the caller waited for it */
+}
+
 static void ring_fail_all(tcp_conn *c, done_list *d, int code, const char *msg)
 {
     while (c->count) {
+        conn_left(c, c->ring[c->head].id);
         slice_finish(c, d, c->ring[c->head].s, code, msg);
         c->head = (c->head + 1) & (c->cap - 1);
         c->count--;
@@ -310,6 +324,7 @@ static void conn_arm(tcp_conn *c)
 static void conn_complete_head(tcp_conn *c, done_list *d, int status, const char *msg)
 {
     tern_slice *s = c->ring[c->head].s;
+    conn_left(c, c->ring[c->head].id);
     c->head = (c->head + 1) & (c->cap - 1);
     c->count--;
     c->nsent--;
@@ -777,6 +792,38 @@ static tcp_conn *ep_pick(tcp_ep *ep)
     return best ? best : pending ? pending : off ? off : &ep->conns[0];
 }
 
+/* A submit onto connection c (caller holds mu, the slice is in the ring):
+ * learn whether the caller pipelines.  A request queued while a probe is
+ * in flight says it does; LONE_RESUME submits in a row that find nothing
+ * else in flight say it waits for each one again. */
+static void lone_learn(tcp_conn *c)
+{
+    if (c->probing && c->count > 1) {
+        c->probing = 0;
+        c->piped = 1;
+        c->idle_run = 0;
+    } else if (c->piped) {
+        c->idle_run = c->count == 1 ? c->idle_run + 1 : 0;
+        if (c->idle_run >= LONE_RESUME)
+            c->piped = 0;
+    }
+}
+
+/* Should submit() wait for the reply of this lone request (caller holds
+ * mu)?  Not while the caller pipelines, and not for one in LONE_PROBE: that
+ * one is the probe. */
+static int lone_wait(tcp_conn *c, uint64_t id)
+{
+    if (c->piped)
+        return 0;
+    if (++c->lone_n % LONE_PROBE == 0) {
+        c->probing = 1;
+        c->probe_id = id;
+        return 0;
+    }
+    return 1;
+}
+
 /* Queue one slice on c and send it now when the socket is free.  With
  * lone set, a small request that went out whole onto an otherwise idle
  * connection is noted there for conn_await. */
@@ -805,6 +852,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
         c->last_progress_ms = tcp_now_ms();
     c->count++;
     c->last_used_ms = c->last_progress_ms;
+    lone_learn(c);
     int st = atomic_load(&c->state);
     if (st == TCP_C_UP && c->want_out) {
         c->quiet = 0;
@@ -812,7 +860,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
     } else if (st == TCP_C_UP) {
         conn_send(c, d, SUBMIT_INLINE_MAX);
         if (lone && c->count == 1 && c->nsent == 1 && s->length <= LONE_MAX &&
-            c->ep->ctx->opt_reply_wait_us > 0) {
+            c->ep->ctx->opt_reply_wait_us > 0 && lone_wait(c, e->id)) {
             *lone = (lone_req){.c = c, .id = e->id, .fd = c->io.fd};
             c->awaiting++;
         } else {

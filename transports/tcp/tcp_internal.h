@@ -97,6 +97,11 @@ typedef struct tcp_conn {
     int awaiting;              /* submitters waiting for a reply on the socket (conn_await) */
     int quiet;                 /* replies are theirs: EPOLLIN off while one waits or none is due */
     int in_off;                /* EPOLLIN is out of the epoll set (EPOLLRDHUP in) */
+    unsigned lone_n;           /* lone requests since the last probe (conn_enqueue) */
+    int probing;               /* probe_id went out without a wait: does more follow it? */
+    uint64_t probe_id;
+    int piped;                 /* the caller pipelines: submit() does not wait */
+    unsigned idle_run;         /* while piped: submits in a row onto an idle connection */
     tcp_entry *ring;
     size_t cap, head, count;   /* ring of slices in request order */
     size_t nsent;              /* ring[head .. head+nsent) fully sent */
