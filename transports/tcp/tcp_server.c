@@ -245,16 +245,18 @@ static int srv_write(tcp_srv_conn *c)
 /* ---- input --------------------------------------------------------------------- */
 
 /* One recv from the socket: >0 bytes, 0 would block, <0 the connection is
- * gone.  Fewer bytes than asked for means the socket is empty now: it is
- * not read again until epoll reports it readable (level-triggered, and
- * EPOLLIN is armed whenever the state reads, see srv_arm). */
-static ssize_t srv_sock_recv(tcp_srv_conn *c, void *buf, size_t len)
+ * gone.  A small read (ahead) that gets fewer bytes than asked for found
+ * the socket empty: it is not read again until epoll reports it readable
+ * (level-triggered, and EPOLLIN is armed whenever the state reads, see
+ * srv_arm), which saves the read that would only say EAGAIN.  A large
+ * payload is read on until EAGAIN: more of it arrives meanwhile. */
+static ssize_t srv_sock_recv(tcp_srv_conn *c, void *buf, size_t len, int ahead)
 {
     for (;;) {
         ssize_t n = recv(c->io.fd, buf, len, MSG_DONTWAIT);
         if (n > 0) {
             srv_progress(c, (size_t)n);
-            if ((size_t)n < len)
+            if (ahead && (size_t)n < len)
                 c->dry = c->starved = 1;
             return n;
         }
@@ -282,8 +284,8 @@ static ssize_t srv_recv(tcp_srv_conn *c, void *buf, size_t len)
             return 0;
         }
         if (len >= sizeof c->ra)
-            return srv_sock_recv(c, buf, len);
-        ssize_t n = srv_sock_recv(c, c->ra, sizeof c->ra);
+            return srv_sock_recv(c, buf, len, 0);
+        ssize_t n = srv_sock_recv(c, c->ra, sizeof c->ra, 1);
         if (n <= 0)
             return n;
         c->ra_off = 0;
