@@ -1,5 +1,11 @@
 /* transports/tcp/tcp_client.c: the initiator side of the TCP transport.
  *
+ * Why one file of more than 800 lines: everything here works on one
+ * connection's ring under its one lock, and each part calls the others
+ * (a failed send or read breaks the connection, a break resends on a new
+ * one, a waiting submitter reads replies); split by concern, the files
+ * would call each other in a circle and share the ring's invariants.
+ *
  * An endpoint holds up to `connections` connections to one peer's data port
  * (from the peer's segment blob {"host", "port"}).  ep_connect opens the
  * first; another is opened (by its I/O thread) while the least loaded one
