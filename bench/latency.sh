@@ -7,6 +7,9 @@
 #   tern:     tern-bench target + initiator, --block-size 8 --batch-size 1
 #             --queue-depth 1 --threads 1 (one request in flight, wait for it,
 #             next), --op write and --op read, tcp transport
+#   shape:    tern-bench-pingpong --shape event: the same ping-pong waiting
+#             the way the tcp transport does (the server in epoll_wait, the
+#             client in ppoll before each read): what that shape costs alone
 #   transport alone: tern-bench-tcp-rtt (bench/tcp_rtt.c) drives the tcp
 #             plugin through its vtable without the core, same sizes; the
 #             difference to the full figure is the core's path
@@ -64,8 +67,9 @@ stop_target() {
 }
 start_target
 
-pingpong() { # -> "p50 p99"
-    "$PP" --size "$SIZE" --duration "$T" | sed -n 's/.*p50_us=\([0-9]*\) p99_us=\([0-9]*\).*/\1 \2/p'
+pingpong() { # [shape] -> "p50 p99"
+    "$PP" --size "$SIZE" --duration "$T" --shape "${1:-plain}" |
+        sed -n 's/.*p50_us=\([0-9]*\) p99_us=\([0-9]*\).*/\1 \2/p'
 }
 
 tern() { # op -> "p50 p99"
@@ -84,6 +88,7 @@ rtt() { # op -> "p50 p99"
 }
 
 read -r pa pa99 <<<"$(pingpong)"
+read -r pe pe99 <<<"$(pingpong event)"
 read -r tw50 tw99 <<<"$(rtt write)"
 read -r tr50 tr99 <<<"$(rtt read)"
 read -r w50 w99 <<<"$(tern write)"
@@ -103,6 +108,7 @@ base99=$(python3 -c "print('%.1f' % (($pa99 + $pb99) / 2))")
 ratio() { python3 -c "print('%.2f' % ($1 / $base))"; }
 printf '%-22s %8s %8s %14s\n' "$SIZE-byte round trip" "p50 us" "p99 us" "p50 / baseline"
 printf '%-22s %8s %8s %14s\n' "C TCP ping-pong" "$base" "$base99" "1.00"
+printf '%-22s %8s %8s %14s\n' "ping-pong, event shape" "$pe" "$pe99" "$(ratio "$pe")"
 printf '%-22s %8s %8s %14s\n' "tern tcp WRITE" "$w50" "$w99" "$(ratio "$w50")"
 printf '%-22s %8s %8s %14s\n' "tern tcp READ" "$r50" "$r99" "$(ratio "$r50")"
 if [ -n "${PREVIOUS_PLUGIN_DIR:-}" ]; then

@@ -8,7 +8,11 @@
  *  - a deep queue on one endpoint opens more connections, never more than
  *    `connections`; unused ones close after idle_close_ms;
  *  - completions come back through the host service complete(), from the
- *    submitting thread or an I/O thread, each slice exactly once. */
+ *    submitting thread or an I/O thread, each slice exactly once;
+ *  - a lone small request (the only one on its connection) completes on
+ *    the submitting thread, inside submit(), when reply_wait_us allows;
+ *    replies later than that wait, and requests that pipeline after lone
+ *    ones, still come back, each exactly once. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -21,6 +25,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "desc.h"
 #include "tern/tern.h"
@@ -39,6 +46,8 @@ typedef struct inst {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int ndone;
+    pthread_t submitter;             /* completions on this thread are counted */
+    int on_submitter;
 } inst;
 
 static void h_log(void *host, int level, const char *fmt, ...)
@@ -76,6 +85,7 @@ static void h_complete(void *host, tern_slice *s)
     pthread_mutex_lock(&in->mu);
     (*seen)++;
     in->ndone++;
+    in->on_submitter += pthread_equal(pthread_self(), in->submitter) != 0;
     pthread_cond_broadcast(&in->cv);
     pthread_mutex_unlock(&in->mu);
 }
@@ -312,4 +322,210 @@ Test(tcp_pool, a_deep_queue_opens_connections_and_idle_ones_close)
     inst_free(tg);
     free(src);
     free(dst);
+}
+
+/* n lone requests on ep, one at a time (each waited for before the next),
+ * alternating WRITE and READ of len bytes at the start of dst, each read
+ * back and compared; returns how many completed on this thread. */
+static int lone_rounds(inst *in, void *ep, uint8_t *dst, int n, uint64_t len)
+{
+    static uint8_t src[4096], back[4096];
+    pthread_mutex_lock(&in->mu);
+    in->submitter = pthread_self();
+    in->on_submitter = 0;
+    pthread_mutex_unlock(&in->mu);
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        int op = i % 2 ? TERN_READ : TERN_WRITE; /* a READ reads the WRITE before it */
+        for (uint64_t b = 0; op == TERN_WRITE && b < len; b++)
+            src[b] = (uint8_t)(i * 13 + b);
+        tern_slice s = {.struct_size = sizeof s, .opcode = op, .local = op == TERN_READ ? back : src,
+                        .remote = (uint64_t)(uintptr_t)dst, .length = len, .status = 1,
+                        .core = &seen};
+        tern_slice *sp = &s;
+        pthread_mutex_lock(&in->mu);
+        in->ndone = 0;
+        pthread_mutex_unlock(&in->mu);
+        cr_assert_eq(T->submit(ep, &sp, 1), 1);
+        inst_wait(in, 1, 20000);
+        cr_assert(seen == 1 && s.status == 0, "request %d: seen %d, %s", i, seen, s.errmsg);
+        if (op == TERN_READ)
+            cr_assert_eq(memcmp(back, src, len), 0, "request %d read back other bytes", i);
+    }
+    pthread_mutex_lock(&in->mu);
+    int on = in->on_submitter;
+    pthread_mutex_unlock(&in->mu);
+    return on;
+}
+
+Test(tcp_pool, a_lone_request_completes_on_the_submitting_thread)
+{
+    enum { N = 256 };
+    uint8_t *dst = calloc(1, 4096);
+    void *mr;
+    tern_mr_keys k;
+    char err[256];
+    inst *tg = inst_new(NULL);
+    cr_assert_eq(T->mr_register(tg->ctx, dst, 4096, &k, &mr, err, sizeof err), 0);
+    /* A wait far longer than any round trip here: only the probes (one in
+     * 32, which see whether the caller pipelines) are the I/O thread's. */
+    inst *in = inst_new("reply_wait_us", "100000", NULL);
+    void *ep = ep_to(in, tg);
+    int on = lone_rounds(in, ep, dst, N, 8);
+    cr_log_info("lone requests: %d of %d completed on the submitting thread", on, N);
+    cr_assert_geq(on, N - N / 32 - 4, "only %d of %d lone requests completed inside submit()",
+                  on, N);
+    T->ep_close(ep);
+    inst_free(in);
+    /* reply_wait_us 0: submit() never waits, the I/O thread completes all */
+    in = inst_new("reply_wait_us", "0", NULL);
+    ep = ep_to(in, tg);
+    on = lone_rounds(in, ep, dst, 64, 8);
+    cr_assert_eq(on, 0, "%d requests completed inside submit() with reply_wait_us 0", on);
+    T->ep_close(ep);
+    inst_free(in);
+    cr_assert_eq(T->mr_deregister(tg->ctx, mr), 0);
+    inst_free(tg);
+    free(dst);
+}
+
+/* A wait about as long as a round trip: some replies are read by the
+ * submitting thread (the connection goes quiet: EPOLLIN off), some come
+ * after the wait and must be read by the I/O thread; then single-slice
+ * submits that pipeline (not waited for one by one), then lone ones
+ * again.  Every slice comes back exactly once with the right bytes. */
+Test(tcp_pool, replies_after_the_wait_and_pipelined_ones_are_not_lost)
+{
+    enum { N = 600, P = 200, LEN = 4096 };
+    uint8_t *dst = calloc(P + 1, LEN), *src = malloc((size_t)P * LEN);
+    void *mr;
+    tern_mr_keys k;
+    char err[256];
+    inst *tg = inst_new(NULL), *in = inst_new("reply_wait_us", "25", NULL);
+    cr_assert_eq(T->mr_register(tg->ctx, dst, (size_t)(P + 1) * LEN, &k, &mr, err, sizeof err),
+                 0);
+    void *ep = ep_to(in, tg);
+    int on = lone_rounds(in, ep, dst, N, 8);
+    cr_log_info("reply_wait_us 25: %d of %d read by the submitting thread", on, N);
+    static tern_slice s[P];
+    static int seen[P];
+    for (size_t i = 0; i < (size_t)P * LEN; i++)
+        src[i] = (uint8_t)(i * 11 + (i >> 12));
+    pthread_mutex_lock(&in->mu);
+    in->ndone = 0;
+    pthread_mutex_unlock(&in->mu);
+    for (int i = 0; i < P; i++) {
+        s[i] = (tern_slice){.struct_size = sizeof(tern_slice), .opcode = TERN_WRITE,
+                            .local = src + (size_t)i * LEN,
+                            .remote = (uint64_t)(uintptr_t)(dst + (size_t)(i + 1) * LEN),
+                            .length = LEN, .status = 1, .core = &seen[i]};
+        tern_slice *sp = &s[i];
+        cr_assert_eq(T->submit(ep, &sp, 1), 1);
+    }
+    inst_wait(in, P, 20000);
+    for (int i = 0; i < P; i++)
+        cr_assert(seen[i] == 1 && s[i].status == 0, "pipelined %d: seen %d, %s", i, seen[i],
+                  s[i].errmsg);
+    cr_assert_eq(memcmp(src, dst + LEN, (size_t)P * LEN), 0, "target memory differs");
+    lone_rounds(in, ep, dst, 64, 8);
+    T->ep_close(ep);
+    cr_assert_eq(T->mr_deregister(tg->ctx, mr), 0);
+    inst_free(in);
+    inst_free(tg);
+    free(src);
+    free(dst);
+}
+
+/* A stand-in target speaking the TCP data frames (docs/protocol.md, "TCP
+ * data frames") by hand: it answers WRITEs of up to 64 bytes at once,
+ * except request number `late`, which it answers after late_ms. */
+typedef struct slow_target {
+    int lfd, port, late, late_ms;
+    pthread_t th;
+} slow_target;
+
+static int io_full(int fd, void *buf, size_t n, int out)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t k = out ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
+                        : recv(fd, (char *)buf + done, n - done, 0);
+        if (k <= 0)
+            return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+static void *slow_target_main(void *arg)
+{
+    slow_target *t = arg;
+    int fd = accept(t->lfd, NULL, NULL);
+    uint8_t q[32], pay[64], r[24];
+    for (int n = 0; fd >= 0 && io_full(fd, q, sizeof q, 0) == 0; n++) {
+        uint64_t len = 0;
+        memcpy(&len, q + 24, 8); /* little-endian host, as the frames */
+        if (len > sizeof pay || io_full(fd, pay, (size_t)len, 0) != 0)
+            break;
+        if (n == t->late)
+            usleep((useconds_t)t->late_ms * 1000);
+        memset(r, 0, sizeof r);
+        memcpy(r, "TNRP", 4);    /* 0x50524E54 */
+        r[4] = 1;                /* wire version */
+        r[5] = q[5];             /* opcode */
+        memcpy(r + 16, q + 8, 8); /* id */
+        if (io_full(fd, r, sizeof r, 1) != 0)
+            break;
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* A waiter that read its replies itself leaves its connection quiet (no
+ * EPOLLIN); when a later reply misses its wait, the I/O thread must take
+ * over: the slice completes, late, instead of hanging until io_timeout. */
+Test(tcp_pool, a_reply_later_than_the_wait_on_a_quiet_connection_arrives)
+{
+    enum { EARLY = 40 };
+    slow_target t = {.late = EARLY, .late_ms = 300};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    t.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(t.lfd >= 0 && bind(t.lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              listen(t.lfd, 1) == 0 && getsockname(t.lfd, (struct sockaddr *)&a, &al) == 0);
+    t.port = ntohs(a.sin_port);
+    cr_assert_eq(pthread_create(&t.th, NULL, slow_target_main, &t), 0);
+    inst *in = inst_new("reply_wait_us", "20000", NULL);
+    tern_desc *blob = tern_desc_new();
+    tern_desc_set_str(blob, "host", "127.0.0.1");
+    tern_desc_set_u64(blob, "port", (uint64_t)t.port);
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "slow", .peer_segment = blob};
+    void *ep = NULL;
+    char err[512] = "";
+    cr_assert_eq(T->ep_open(in->ctx, &p, &ep, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(T->ep_connect(ep, NULL, err, sizeof err), 0, "%s", err);
+    tern_desc_free(blob);
+    pthread_mutex_lock(&in->mu);
+    in->submitter = pthread_self();
+    pthread_mutex_unlock(&in->mu);
+    uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 0; i <= EARLY; i++) {
+        int seen = 0;
+        tern_slice s = {.struct_size = sizeof s, .opcode = TERN_WRITE, .local = src,
+                        .remote = 0x1000, .length = sizeof src, .status = 1, .core = &seen};
+        tern_slice *sp = &s;
+        pthread_mutex_lock(&in->mu);
+        in->ndone = 0;
+        in->on_submitter = 0;
+        pthread_mutex_unlock(&in->mu);
+        cr_assert_eq(T->submit(ep, &sp, 1), 1);
+        inst_wait(in, 1, 3000); /* well before io_timeout (5 s) */
+        cr_assert(seen == 1 && s.status == 0, "request %d: seen %d, %s", i, seen, s.errmsg);
+        if (i == EARLY) /* 300 ms late, the wait was 20 ms: the I/O thread read it */
+            cr_assert_eq(in->on_submitter, 0, "the late reply completed inside submit()");
+    }
+    T->ep_close(ep);
+    inst_free(in);
+    pthread_join(t.th, NULL);
+    close(t.lfd);
 }

@@ -12,16 +12,19 @@
  *    measuring both with bench/peers.sh: the copy still spreads over cores
  *    because one peer's connections sit on different threads, and a
  *    stranger that holds a connection open costs a socket, not a thread.
- *  - Target side (tcp_server.c): one data port per plugin instance
- *    (option `port`, 0 = ephemeral), advertised by segment_describe as
- *    {"host", "port"}; each connection is a small state machine moving data
- *    straight between the socket and registered memory, with budgets for
- *    strangers and a progress deadline.
+ *  - Target side: one data port per plugin instance (option `port`, 0 =
+ *    ephemeral), advertised by segment_describe as {"host", "port"}
+ *    (tcp_accept.c); each connection is a small state machine moving data
+ *    straight between the socket and registered memory (tcp_server.c),
+ *    with budgets for strangers (tcp_budget.c) and a progress deadline.
  *  - Initiator side (tcp_client.c): an endpoint opens one connection and
  *    more (up to `connections`) while its queue is deep; submit() sends
  *    from the caller's thread when the socket is free, the I/O thread reads
  *    the replies and hands each slice to the core with the host service
- *    complete() at once (no queue, no poll).
+ *    complete() at once (no queue, no poll).  A lone small request (the
+ *    only one on its connection) is waited for inside submit(), up to
+ *    reply_wait_us, and its reply read on the caller's thread: a round
+ *    trip then wakes one thread on each side, as a plain ping-pong does.
  *  - Registered ranges: a sorted array under a rwlock held only to look up
  *    or change it.  A transfer pins its range; deregistration waits for the
  *    transfers on that range only, up to unregister_wait_ms, then revokes
@@ -126,6 +129,9 @@ static const tern_option tcp_options[] = {
     {"slice_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "1M",
      "slice size for this transport"},
     {"nodelay", TERN_OPT_BOOL, 0, 0, NULL, "true", "set TCP_NODELAY on data connections"},
+    {"reply_wait_us", TERN_OPT_INT, 0, 100000, NULL, "200",
+     "a lone small request waits this long in submit for its reply on the caller's thread "
+     "(one thread wake less per round trip; 0 = never)"},
     {"sndbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
      "SO_SNDBUF of data connections (0 = kernel autotuning)"},
     {"rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
@@ -197,6 +203,7 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     ctx->opt_max_server_conns = (int)opt_int(ctx, "max_server_connections", 4096);
     ctx->opt_io_threads = (int)opt_int(ctx, "io_threads", 0);
     ctx->opt_idle_close_ms = (int)opt_int(ctx, "idle_close_ms", 10000);
+    ctx->opt_reply_wait_us = (int)opt_int(ctx, "reply_wait_us", 200);
     ctx->opt_max_unproven = (int)opt_int(ctx, "max_unproven", 256);
     ctx->opt_unproven_per_source = (int)opt_int(ctx, "max_unproven_per_source", 16);
     ctx->opt_unproven_idle_ms = (int)opt_int(ctx, "unproven_idle_ms", 5000);

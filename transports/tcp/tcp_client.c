@@ -1,5 +1,11 @@
 /* transports/tcp/tcp_client.c: the initiator side of the TCP transport.
  *
+ * Why one file of more than 800 lines: everything here works on one
+ * connection's ring under its one lock, and each part calls the others
+ * (a failed send or read breaks the connection, a break resends on a new
+ * one, a waiting submitter reads replies); split by concern, the files
+ * would call each other in a circle and share the ring's invariants.
+ *
  * An endpoint holds up to `connections` connections to one peer's data port
  * (from the peer's segment blob {"host", "port"}).  ep_connect opens the
  * first; another is opened (by its I/O thread) while the least loaded one
@@ -14,6 +20,12 @@
  * left to the I/O thread (EPOLLOUT).  The I/O thread reads replies (READ
  * data straight into registered memory) and hands each finished slice to
  * the core with complete() at once, without any lock held.
+ *
+ * Lone requests: a small request that is the only one on its connection
+ * is most likely waited for next by its caller; submit() then waits for
+ * the reply on the socket itself, up to reply_wait_us (conn_await), which
+ * saves a thread wake per round trip.  The I/O thread reads every reply no
+ * caller waits for, so a reply later than the wait is never left unread.
  *
  * Failure: EOF, a socket error, a malformed reply or no progress for
  * io_timeout ms while requests are outstanding break the connection: every
@@ -33,6 +45,7 @@
 #include <sys/epoll.h>
 #include <sched.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tcp_auth.h"
@@ -46,10 +59,25 @@
  * the I/O thread: a small request goes out at once, a large one does not
  * hold the caller. */
 #define SUBMIT_INLINE_MAX (256u << 10)
+/* The largest request whose reply submit() waits for (see conn_await). */
+#define LONE_MAX (16u << 10)
+/* One lone request in LONE_PROBE goes out without a wait, to see whether
+ * the caller submits more meanwhile (it pipelines: waiting would serialize
+ * it); LONE_RESUME submits in a row onto an idle connection say it waits
+ * for each one again. */
+#define LONE_PROBE 32
+#define LONE_RESUME 8
 
 typedef struct done_list {
     tern_slice *head, *tail;
 } done_list;
+
+/* A lone request submit() waits for: its connection, its id, the socket. */
+typedef struct lone_req {
+    tcp_conn *c;
+    uint64_t id;
+    int fd;
+} lone_req;
 
 static size_t ring_at(const tcp_conn *c, size_t j) { return (c->head + j) & (c->cap - 1); }
 
@@ -97,9 +125,17 @@ static void slice_finish(tcp_conn *c, done_list *d, tern_slice *s, int status,
     done_add(d, s);
 }
 
+/* The request with this id leaves the ring (caller holds mu). */
+static void conn_left(tcp_conn *c, uint64_t id)
+{
+    if (c->probing && c->probe_id == id)
+        c->probing = 0; /* nothing followed it: the caller waited for it */
+}
+
 static void ring_fail_all(tcp_conn *c, done_list *d, int code, const char *msg)
 {
     while (c->count) {
+        conn_left(c, c->ring[c->head].id);
         slice_finish(c, d, c->ring[c->head].s, code, msg);
         c->head = (c->head + 1) & (c->cap - 1);
         c->count--;
@@ -115,6 +151,7 @@ static void conn_reset_stream(tcp_conn *c)
     c->rx_payload = 0;
     c->rx_off = 0;
     c->want_out = 0;
+    c->quiet = c->in_off = 0;
 }
 
 static void conn_close_fd(tcp_conn *c)
@@ -272,21 +309,28 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
     }
 }
 
-/* EPOLLOUT only while something waits to be sent (caller holds mu). */
+/* EPOLLOUT only while something waits to be sent.  EPOLLIN unless the
+ * connection is quiet and every reply due has a waiting submitter (or
+ * none is due): then only EPOLLRDHUP, so the I/O thread is not woken by
+ * replies the submitters read themselves, but still sees the peer go
+ * (caller holds mu). */
 static void conn_arm(tcp_conn *c)
 {
     if (c->io.fd < 0)
         return;
     int want = c->nsent < c->count;
-    if (want != c->want_out) {
-        tcp_io_mod(&c->io, EPOLLIN | (want ? EPOLLOUT : 0));
+    int off = c->quiet && (c->awaiting || !c->count);
+    if (want != c->want_out || off != c->in_off) {
+        tcp_io_mod(&c->io, (off ? EPOLLRDHUP : EPOLLIN) | (want ? EPOLLOUT : 0));
         c->want_out = want;
+        c->in_off = off;
     }
 }
 
 static void conn_complete_head(tcp_conn *c, done_list *d, int status, const char *msg)
 {
     tern_slice *s = c->ring[c->head].s;
+    conn_left(c, c->ring[c->head].id);
     c->head = (c->head + 1) & (c->cap - 1);
     c->count--;
     c->nsent--;
@@ -349,9 +393,46 @@ static void conn_probe(tcp_conn *c, done_list *d)
         conn_recv_result(c, d, n);
 }
 
-/* Read replies until the socket is empty (caller holds mu). */
+/* The reply to a READ that is the only request due, and its data in the
+ * same call: straight into the slice's memory after the header.  Nothing
+ * else can follow a refused READ's header; bytes that do are a protocol
+ * error.  1: go on reading, 0: stop (caller holds mu). */
+static int conn_recv_lone_read(tcp_conn *c, done_list *d)
+{
+    tern_slice *s = c->ring[c->head].s;
+    /* a small first part: the rest of a large READ comes as before */
+    struct iovec iov[2] = {{c->rxbuf, TCP_REP_SIZE},
+                           {s->local, s->length < LONE_MAX ? s->length : LONE_MAX}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t n = recvmsg(c->io.fd, &mh, MSG_DONTWAIT);
+    if (!conn_recv_result(c, d, n))
+        return 0;
+    if ((size_t)n < TCP_REP_SIZE) {
+        c->rx_have = (size_t)n;
+        return 1;
+    }
+    int rc = conn_take_reply(c, d, c->rxbuf);
+    if (rc < 0 || (rc == 0 && (size_t)n > TCP_REP_SIZE)) {
+        conn_break(c, d, TERN_ERR_PROTOCOL, "malformed or out-of-order reply");
+        return 0;
+    }
+    if (rc == 1) {
+        c->rx_payload = 1;
+        c->rx_off = (uint64_t)n - TCP_REP_SIZE;
+        if (c->rx_off == s->length) {
+            c->rx_payload = 0;
+            conn_complete_head(c, d, 0, NULL);
+        }
+    }
+    return 1;
+}
+
+/* Read replies until the socket is empty or nothing more is expected
+ * (caller holds mu).  With nothing expected, a socket this call read from
+ * is not probed again: epoll reports it again if anything is left. */
 static void conn_recv(tcp_conn *c, done_list *d)
 {
+    int got = 0;
     while (c->io.fd >= 0) {
         if (c->rx_payload) {
             tern_slice *s = c->ring[c->head].s;
@@ -359,6 +440,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
                              MSG_DONTWAIT);
             if (!conn_recv_result(c, d, n))
                 return;
+            got = 1;
             c->rx_off += (uint64_t)n;
             if (c->rx_off == s->length) {
                 c->rx_payload = 0;
@@ -374,13 +456,22 @@ static void conn_recv(tcp_conn *c, done_list *d)
         if (k == 0 && c->nsent > 0)
             k = 1; /* a READ: its header alone */
         if (k == 0) {
-            conn_probe(c, d);
+            if (!got)
+                conn_probe(c, d);
             return;
+        }
+        if (k == 1 && c->nsent == 1 && c->rx_have == 0 &&
+            c->ring[c->head].s->opcode == TERN_READ) {
+            if (!conn_recv_lone_read(c, d))
+                return;
+            got = 1;
+            continue;
         }
         ssize_t n = recv(c->io.fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
                          MSG_DONTWAIT);
         if (!conn_recv_result(c, d, n))
             return;
+        got = 1;
         c->rx_have += (size_t)n;
         size_t off = 0;
         while (c->rx_have - off >= TCP_REP_SIZE) {
@@ -408,7 +499,10 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
     pthread_mutex_lock(&c->mu);
     if (c->io.fd >= 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
         conn_send(c, &d, UINT64_MAX);
-    if (c->io.fd >= 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+    int gone = ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+    if (c->io.fd >= 0 && (ev & EPOLLIN) && c->awaiting && !gone)
+        c->quiet = 1; /* a submitter waits on the socket for this: it reads */
+    else if (c->io.fd >= 0 && ((ev & EPOLLIN) || gone))
         conn_recv(c, &d);
     conn_arm(c);
     pthread_mutex_unlock(&c->mu);
@@ -704,8 +798,42 @@ static tcp_conn *ep_pick(tcp_ep *ep)
     return best ? best : pending ? pending : off ? off : &ep->conns[0];
 }
 
-/* Queue one slice on c and send it now when the socket is free. */
-static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
+/* A submit onto connection c (caller holds mu, the slice is in the ring):
+ * learn whether the caller pipelines.  A request queued while a probe is
+ * in flight says it does; LONE_RESUME submits in a row that find nothing
+ * else in flight say it waits for each one again. */
+static void lone_learn(tcp_conn *c)
+{
+    if (c->probing && c->count > 1) {
+        c->probing = 0;
+        c->piped = 1;
+        c->idle_run = 0;
+    } else if (c->piped) {
+        c->idle_run = c->count == 1 ? c->idle_run + 1 : 0;
+        if (c->idle_run >= LONE_RESUME)
+            c->piped = 0;
+    }
+}
+
+/* Should submit() wait for the reply of this lone request (caller holds
+ * mu)?  Not while the caller pipelines, and not for one in LONE_PROBE: that
+ * one is the probe. */
+static int lone_wait(tcp_conn *c, uint64_t id)
+{
+    if (c->piped)
+        return 0;
+    if (++c->lone_n % LONE_PROBE == 0) {
+        c->probing = 1;
+        c->probe_id = id;
+        return 0;
+    }
+    return 1;
+}
+
+/* Queue one slice on c and send it now when the socket is free.  With
+ * lone set, a small request that went out whole onto an otherwise idle
+ * connection is noted there for conn_await. */
+static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lone)
 {
     atomic_fetch_add(&c->load, TCP_REQ_SIZE + s->length);
     pthread_mutex_lock(&c->mu);
@@ -730,9 +858,20 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
         c->last_progress_ms = tcp_now_ms();
     c->count++;
     c->last_used_ms = c->last_progress_ms;
+    lone_learn(c);
     int st = atomic_load(&c->state);
-    if (st == TCP_C_UP && !c->want_out) {
+    if (st == TCP_C_UP && c->want_out) {
+        c->quiet = 0;
+        conn_arm(c);
+    } else if (st == TCP_C_UP) {
         conn_send(c, d, SUBMIT_INLINE_MAX);
+        if (lone && c->count == 1 && c->nsent == 1 && s->length <= LONE_MAX &&
+            c->ep->ctx->opt_reply_wait_us > 0 && lone_wait(c, e->id)) {
+            *lone = (lone_req){.c = c, .id = e->id, .fd = c->io.fd};
+            c->awaiting++;
+        } else {
+            c->quiet = 0; /* replies no submitter waits for: the I/O thread's */
+        }
         conn_arm(c);
     } else if (st == TCP_C_OFF) {
         atomic_store(&c->state, TCP_C_CONNECTING);
@@ -740,6 +879,67 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d)
         conn_kick(c);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* Is the lone request still in flight on the socket it went out on?
+ * (caller holds mu; ids only grow, and the oldest request is the head) */
+static int lone_pending(const tcp_conn *c, const lone_req *l)
+{
+    return c->io.fd == l->fd && c->count && c->ring[c->head].id == l->id;
+}
+
+/* On the caller's thread, right after submit() sent a lone request: wait
+ * up to reply_wait_us for its reply on the socket and read it here.  A
+ * caller with one request in flight waits for it next anyway; reading it
+ * here takes the I/O thread's wake and its hand-over to the waiting thread
+ * out of every round trip.
+ *
+ * Who reads (under mu): while `awaiting`, an I/O thread that sees a reply
+ * first leaves it in the socket and makes the connection quiet (conn_arm:
+ * EPOLLIN off), so level-triggered epoll does not report it again and
+ * again; a waiter that read its reply itself leaves the connection quiet,
+ * so the next lone request needs no epoll_ctl either.  As soon as a reply
+ * is due that no waiter waits for (a waiter gave up at its deadline, a
+ * request that is not lone was queued), EPOLLIN is armed again and the
+ * I/O thread reads as usual: a reply is never left unread.  A connection
+ * that breaks meanwhile is the I/O thread's to finish (EPOLLRDHUP, errors);
+ * the waiter then returns at the latest at its deadline.  The core holds
+ * the endpoint for as long as submit() runs, so c stays valid; the slice
+ * is looked at only while it is in the ring (under mu), by its id. */
+static void conn_await(tcp_ctx *ctx, const lone_req *l)
+{
+    tcp_conn *c = l->c;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec +
+                  (int64_t)ctx->opt_reply_wait_us * 1000;
+    for (int over = 0; !over;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int64_t left = end - ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec);
+        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
+        struct pollfd pf = {l->fd, POLLIN, 0};
+        int k = left > 0 ? ppoll(&pf, 1, &ts, NULL) : 0;
+        if (k < 0 && errno == EINTR)
+            continue;
+        done_list d = {0};
+        pthread_mutex_lock(&c->mu);
+        int mine = lone_pending(c, l);
+        if (mine && k > 0) {
+            conn_recv(c, &d);
+            mine = lone_pending(c, l);
+            if (!mine && c->io.fd == l->fd)
+                c->quiet = 1; /* read here: the next lone reply is read here too */
+        }
+        over = !mine || k <= 0;
+        if (over) {
+            c->awaiting--;
+            if (mine)
+                c->quiet = 0; /* not in time: the I/O thread reads it */
+        }
+        conn_arm(c);
+        pthread_mutex_unlock(&c->mu);
+        done_flush(ctx, &d);
+    }
 }
 
 int tcp_submit(void *vep, tern_slice *const *slices, int n)
@@ -750,6 +950,7 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
     if (!ep->connected)
         return TERN_ERR_CONNECT;
     done_list d = {0};
+    lone_req lone = {0};
     for (int i = 0; i < n; i++) {
         tern_slice *s = slices[i];
         s->status = 0;
@@ -760,8 +961,10 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
                          "tcp: slice with a bad opcode, NULL local address or zero length");
             continue;
         }
-        conn_enqueue(ep_pick(ep), s, &d);
+        conn_enqueue(ep_pick(ep), s, &d, n == 1 ? &lone : NULL);
     }
     done_flush(ep->ctx, &d);
+    if (lone.c)
+        conn_await(ep->ctx, &lone);
     return n;
 }

@@ -94,6 +94,14 @@ typedef struct tcp_conn {
     int want_out;              /* EPOLLOUT armed */
     int fresh;                 /* no reply on this socket yet */
     int resent;                /* the ring was already resent once after a fresh break */
+    int awaiting;              /* submitters waiting for a reply on the socket (conn_await) */
+    int quiet;                 /* replies are theirs: EPOLLIN off while one waits or none is due */
+    int in_off;                /* EPOLLIN is out of the epoll set (EPOLLRDHUP in) */
+    unsigned lone_n;           /* lone requests since the last probe (conn_enqueue) */
+    int probing;               /* probe_id went out without a wait: does more follow it? */
+    uint64_t probe_id;
+    int piped;                 /* the caller pipelines: submit() does not wait */
+    unsigned idle_run;         /* while piped: submits in a row onto an idle connection */
     tcp_entry *ring;
     size_t cap, head, count;   /* ring of slices in request order */
     size_t nsent;              /* ring[head .. head+nsent) fully sent */
@@ -142,7 +150,7 @@ typedef struct tcp_ctx {
     int opt_port, opt_nconn, opt_nodelay, opt_max_server_conns;
     int opt_sndbuf, opt_rcvbuf, opt_io_threads;
     int opt_idle_close_ms, opt_unproven_idle_ms, opt_unproven_per_source, opt_max_unproven;
-    int opt_progress_window_ms, opt_unregister_wait_ms;
+    int opt_progress_window_ms, opt_unregister_wait_ms, opt_reply_wait_us;
     uint64_t opt_progress_min_rate;
     uint64_t opt_slice_size;
     char bind_host[TCP_HOST_MAX];    /* address the data server binds */
@@ -230,7 +238,7 @@ void tcp_io_mod(tcp_io *io, uint32_t events);
 void tcp_io_unlist(tcp_io *io); /* leaves the list; on_free runs after the batch */
 void tcp_io_list(tcp_io *io);
 
-/* tcp_server.c */
+/* tcp_accept.c */
 int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen);
 void tcp_server_evict(tcp_worker *w);
 

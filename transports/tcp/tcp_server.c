@@ -1,7 +1,6 @@
 /* transports/tcp/tcp_server.c: the target side of the TCP transport.
  *
- * The listening socket and every accepted connection live on the I/O
- * threads (tcp_loop.c); each connection is a small state machine driven by
+ * Every accepted connection lives on an I/O thread (tcp_loop.c); each connection is a small state machine driven by
  * non-blocking reads and writes, straight between the socket and
  * registered memory.  Wire format: docs/protocol.md, "TCP data frames".
  *
@@ -11,12 +10,9 @@
  * deregistration waits only for the transfers on its own range, up to
  * unregister_wait_ms, and then revokes them.
  *
- * Budgets (see docs/protocol.md, "Target budgets"):
- *  - a connection is a stranger until it has authenticated (auth on) or
- *    sent one request inside registered memory (auth off); strangers are limited
- *    per source address and in total, the oldest is dropped to make room,
- *    and one idle for unproven_idle_ms is dropped; established
- *    connections can use all of max_server_connections;
+ * Budgets (see docs/protocol.md, "Target budgets"; who may hold a
+ * connection is tcp_budget.c's, accepting is tcp_accept.c's):
+ *  - a stranger idle for unproven_idle_ms is dropped;
  *  - while a request is under way and the peer is what we wait for, it must
  *    move progress_min_rate bytes per progress_window_ms (averaged over the
  *    window) or the connection is cut;
@@ -28,21 +24,16 @@
  * through a per-connection bounce buffer of TCP_GPU_CHUNK bytes, copied to
  * or from the GPU with the host service mem_copy, one chunk at a time. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "tcp_auth.h"
-#include "tcp_internal.h"
-#include "tcp_wire.h"
+#include "tcp_server.h"
 #include "tern/tern.h"
 
 #define DRAIN_CHUNK (64 * 1024)
@@ -51,80 +42,9 @@
  * (a peer that does not read its replies stops being served). */
 #define OUT_MAX (16 * TCP_REP_SIZE)
 
-enum { S_HELLO, S_PROOF, S_HDR, S_WPAY, S_DRAIN, S_RPAY, S_CLOSING };
-
-struct tcp_srv_conn {
-    tcp_io io;
-    tcp_ctx *ctx;
-    char peer[64], src[INET6_ADDRSTRLEN];
-    int state, proven, stranger;
-    atomic_int evict;
-    tcp_srv_conn *sprev, *snext;     /* ctx->strangers, under srv_mu */
-    uint8_t in[TCP_AUTH_HELLO_SIZE];
-    size_t have;
-    uint8_t nc[32], ns[32];
-    tcp_req q;
-    int status;                      /* of a refused request being drained */
-    tcp_mr *mr;
-    uint64_t off;
-    uint8_t *out;
-    size_t outlen, outoff, outcap;
-    uint32_t events;                 /* armed epoll events */
-    int starved;                     /* the last read or write would block */
-    uint64_t born_ms, win_start, win_bytes, last_bytes_ms;
-    uint8_t *drain;
-    uint8_t *bounce;                 /* GPU memory: TCP_GPU_CHUNK bytes */
-    int bounce_pinned;               /* from the host service pinned_alloc */
-    uint64_t bounce_at;              /* READ: offset of the chunk in it, UINT64_MAX none */
-    int gpu_status;                  /* WRITE: a failed copy to the GPU, replied at the end */
-};
-
-#define TCP_GPU_CHUNK (1u << 20)
-
-/* ---- strangers ---------------------------------------------------------------- */
-
-/* Caller holds srv_mu. */
-static void stranger_unlink_locked(tcp_ctx *ctx, tcp_srv_conn *c)
-{
-    if (!c->stranger)
-        return;
-    if (c->sprev)
-        c->sprev->snext = c->snext;
-    else
-        ctx->strangers = c->snext;
-    if (c->snext)
-        c->snext->sprev = c->sprev;
-    else
-        ctx->strangers_tail = c->sprev;
-    c->sprev = c->snext = NULL;
-    c->stranger = 0;
-    ctx->nunproven--;
-}
-
-/* Tell a stranger's worker to drop it (caller holds srv_mu, which keeps
- * the connection alive: it is freed only after srv_close took srv_mu). */
-static void stranger_evict_locked(tcp_ctx *ctx, tcp_srv_conn *c)
-{
-    stranger_unlink_locked(ctx, c);
-    atomic_store(&c->evict, 1);
-    atomic_store(&c->io.w->evict, 1);
-    tcp_worker_wake(c->io.w);
-    atomic_fetch_add(&ctx->st_evicted, 1);
-}
-
-static void srv_prove(tcp_srv_conn *c)
-{
-    if (c->proven)
-        return;
-    c->proven = 1;
-    pthread_mutex_lock(&c->ctx->srv_mu);
-    stranger_unlink_locked(c->ctx, c);
-    pthread_mutex_unlock(&c->ctx->srv_mu);
-}
-
 /* ---- closing ------------------------------------------------------------------ */
 
-static void srv_close(tcp_srv_conn *c, int level, const char *why)
+void tcp_srv_close(tcp_srv_conn *c, int level, const char *why)
 {
     tcp_ctx *ctx = c->ctx;
     if (c->io.dead)
@@ -134,10 +54,7 @@ static void srv_close(tcp_srv_conn *c, int level, const char *why)
                          c->peer, why);
     else if (why)
         tcp_log(ctx, level, "data connection from %s closed: %s", c->peer, why);
-    pthread_mutex_lock(&ctx->srv_mu);
-    stranger_unlink_locked(ctx, c);
-    ctx->nsrv--;
-    pthread_mutex_unlock(&ctx->srv_mu);
+    tcp_budget_forget(c);
     epoll_ctl(c->io.w->epfd, EPOLL_CTL_DEL, c->io.fd, NULL);
     close(c->io.fd);
     c->io.fd = -1;
@@ -327,13 +244,20 @@ static int srv_write(tcp_srv_conn *c)
 
 /* ---- input --------------------------------------------------------------------- */
 
-/* recv: >0 bytes, 0 would block, <0 the connection is gone. */
-static ssize_t srv_recv(tcp_srv_conn *c, void *buf, size_t len)
+/* One recv from the socket: >0 bytes, 0 would block, <0 the connection is
+ * gone.  A small read (ahead) that gets fewer bytes than asked for found
+ * the socket empty: it is not read again until epoll reports it readable
+ * (level-triggered, and EPOLLIN is armed whenever the state reads, see
+ * srv_arm), which saves the read that would only say EAGAIN.  A large
+ * payload is read on until EAGAIN: more of it arrives meanwhile. */
+static ssize_t srv_sock_recv(tcp_srv_conn *c, void *buf, size_t len, int ahead)
 {
     for (;;) {
         ssize_t n = recv(c->io.fd, buf, len, MSG_DONTWAIT);
         if (n > 0) {
             srv_progress(c, (size_t)n);
+            if (ahead && (size_t)n < len)
+                c->dry = c->starved = 1;
             return n;
         }
         if (n == 0)
@@ -341,11 +265,36 @@ static ssize_t srv_recv(tcp_srv_conn *c, void *buf, size_t len)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->starved = 1;
+            c->starved = c->dry = 1;
             return 0;
         }
         return TERN_ERR_IO;
     }
+}
+
+/* recv through the read-ahead buffer: a small read takes what the socket
+ * holds, up to sizeof ra, so a small request and its data (or several
+ * requests) cost one system call; a large one goes straight to buf.
+ * >0 bytes, 0 would block, <0 the connection is gone. */
+static ssize_t srv_recv(tcp_srv_conn *c, void *buf, size_t len)
+{
+    if (c->ra_off == c->ra_len) {
+        if (c->dry) {
+            c->starved = 1;
+            return 0;
+        }
+        if (len >= sizeof c->ra)
+            return srv_sock_recv(c, buf, len, 0);
+        ssize_t n = srv_sock_recv(c, c->ra, sizeof c->ra, 1);
+        if (n <= 0)
+            return n;
+        c->ra_off = 0;
+        c->ra_len = (size_t)n;
+    }
+    size_t n = c->ra_len - c->ra_off < len ? c->ra_len - c->ra_off : len;
+    memcpy(buf, c->ra + c->ra_off, n);
+    c->ra_off += n;
+    return (ssize_t)n;
 }
 
 /* Collect `need` bytes of a frame into c->in: 1 complete, 0 not yet, <0 gone. */
@@ -421,7 +370,7 @@ static void srv_proof(tcp_srv_conn *c)
         c->state = S_CLOSING;
         return;
     }
-    srv_prove(c);
+    tcp_budget_prove(c);
     c->state = S_HDR;
 }
 
@@ -458,7 +407,7 @@ static void srv_header(tcp_srv_conn *c)
     c->bounce_at = UINT64_MAX;
     c->gpu_status = 0;
     if (c->mr) {
-        srv_prove(c); /* a request inside registered memory; a refused one proves nothing */
+        tcp_budget_prove(c); /* a request inside registered memory; a refused one proves nothing */
         if (q.opcode == TERN_WRITE) {
             c->state = S_WPAY;
         } else if (c->mr->gpu >= 0 && srv_gpu_first(c) != 0) {
@@ -595,12 +544,16 @@ static int srv_read(tcp_srv_conn *c)
     }
 }
 
-/* The events we wait for, from the state. */
+/* The events we wait for, from the state.  Requests already in the
+ * read-ahead buffer are invisible to epoll: while some wait there, the
+ * connection also waits for EPOLLOUT, which comes at once when the socket
+ * takes bytes (or when the owed replies it waits for anyway have gone). */
 static void srv_arm(tcp_srv_conn *c)
 {
-    int pending = c->outoff < c->outlen || c->state == S_RPAY;
     int reading = c->state != S_RPAY && c->state != S_CLOSING &&
                   !(c->state == S_HDR && c->outlen - c->outoff >= OUT_MAX);
+    int pending = c->outoff < c->outlen || c->state == S_RPAY ||
+                  (reading && c->ra_off < c->ra_len);
     uint32_t ev = (reading ? EPOLLIN : 0) | (pending ? EPOLLOUT : 0);
     if (ev != c->events) {
         tcp_io_mod(&c->io, ev);
@@ -617,14 +570,14 @@ static void srv_pump(tcp_srv_conn *c)
         if (rc == 0)
             rc = srv_write(c);
         if (rc < 0) {
-            srv_close(c, rc == TERN_ERR_RANGE ? TERN_LOG_INFO : TERN_LOG_DEBUG,
+            tcp_srv_close(c, rc == TERN_ERR_RANGE ? TERN_LOG_INFO : TERN_LOG_DEBUG,
                       rc == TERN_ERR_RANGE ? "its buffer was deregistered during a transfer"
                       : rc == TERN_ERR_CLOSED ? NULL : tcp_errname(rc));
             return;
         }
         if (c->state == S_CLOSING && c->outoff == c->outlen) {
             srv_linger(c); /* owed replies are out */
-            srv_close(c, TERN_LOG_DEBUG, NULL);
+            tcp_srv_close(c, TERN_LOG_DEBUG, NULL);
             return;
         }
         if (c->state == st && c->outlen - c->outoff == owed)
@@ -638,7 +591,8 @@ static void srv_pump(tcp_srv_conn *c)
 static void srv_on_event(tcp_io *io, uint32_t ev)
 {
     tcp_srv_conn *c = (tcp_srv_conn *)io;
-    (void)ev;
+    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        c->dry = 0;
     c->starved = 0;
     srv_pump(c);
 }
@@ -646,7 +600,8 @@ static void srv_on_event(tcp_io *io, uint32_t ev)
 static int srv_busy(const tcp_srv_conn *c)
 {
     return c->state == S_WPAY || c->state == S_DRAIN || c->state == S_RPAY ||
-           c->state == S_CLOSING || c->have > 0 || c->outoff < c->outlen;
+           c->state == S_CLOSING || c->have > 0 || c->outoff < c->outlen ||
+           c->ra_off < c->ra_len;
 }
 
 static void srv_on_tick(tcp_io *io, uint64_t now)
@@ -655,7 +610,7 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
     tcp_ctx *ctx = c->ctx;
     if (!c->proven && ctx->opt_unproven_idle_ms > 0 &&
         tcp_since(now, c->born_ms) > (uint64_t)ctx->opt_unproven_idle_ms) {
-        srv_close(c, TERN_LOG_DEBUG, "a stranger that proved nothing (unproven_idle_ms)");
+        tcp_srv_close(c, TERN_LOG_DEBUG, "a stranger that proved nothing (unproven_idle_ms)");
         return;
     }
     if (!srv_busy(c)) {
@@ -667,7 +622,7 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
     uint64_t win = (uint64_t)ctx->opt_progress_window_ms;
     if (c->starved && tcp_since(now, c->last_bytes_ms) > (uint64_t)ctx->io_timeout_ms) {
         atomic_fetch_add(&ctx->st_slow_cut, 1);
-        srv_close(c, TERN_LOG_WARN, "no progress for io_timeout");
+        tcp_srv_close(c, TERN_LOG_WARN, "no progress for io_timeout");
         return;
     }
     if (tcp_since(now, c->win_start) < win)
@@ -679,219 +634,23 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
                          "cutting data connection from %s: %" PRIu64 " B in %" PRIu64
                          " ms, below progress_min_rate %" PRIu64 " B/s", c->peer,
                          c->win_bytes, tcp_since(now, c->win_start), ctx->opt_progress_min_rate);
-        srv_close(c, TERN_LOG_DEBUG, NULL);
+        tcp_srv_close(c, TERN_LOG_DEBUG, NULL);
         return;
     }
     c->win_start = now;
     c->win_bytes = 0;
 }
 
-/* Worker: drop the connections a newer stranger evicted. */
-void tcp_server_evict(tcp_worker *w)
+int tcp_srv_is_conn(const tcp_io *io)
 {
-    for (tcp_io *io = w->list, *next; io; io = next) {
-        next = io->next;
-        if (io->on_event == srv_on_event && atomic_load(&((tcp_srv_conn *)io)->evict))
-            srv_close((tcp_srv_conn *)io, TERN_LOG_DEBUG, "evicted to make room");
-    }
+    return io->on_event == srv_on_event;
 }
 
-/* ---- accepting ------------------------------------------------------------------ */
-
-static void srv_attach(void *arg)
+void tcp_srv_begin(tcp_srv_conn *c)
 {
-    tcp_srv_conn *c = arg;
-    c->events = EPOLLIN;
-    if (tcp_io_add(&c->io, c->events) != 0) {
-        tcp_io_list(&c->io);
-        srv_close(c, TERN_LOG_WARN, "epoll_ctl failed");
-        return;
-    }
-    if (atomic_load(&c->evict))
-        srv_close(c, TERN_LOG_DEBUG, NULL);
-}
-
-/* A stranger with a request (or hello) waiting in its socket is about to
- * prove itself: only idle ones are dropped to make room.  Caller holds
- * srv_mu, so the socket is not closed meanwhile. */
-static int stranger_idle(const tcp_srv_conn *c)
-{
-    int n = 0;
-    return ioctl(c->io.fd, FIONREAD, &n) == 0 && n < TCP_REQ_SIZE;
-}
-
-/* The oldest idle stranger (of src, or of all when src is NULL). */
-static tcp_srv_conn *stranger_oldest_idle(tcp_ctx *ctx, const char *src, int *count)
-{
-    tcp_srv_conn *oldest = NULL;
-    int n = 0;
-    for (tcp_srv_conn *s = ctx->strangers; s; s = s->snext) {
-        if (src && strcmp(s->src, src))
-            continue;
-        n++;
-        if (!oldest && stranger_idle(s))
-            oldest = s;
-    }
-    if (count)
-        *count = n;
-    return oldest;
-}
-
-/* Make room for a stranger from src (caller holds srv_mu): 0, or -1 when
- * the port is full of established connections. */
-static int srv_budget_locked(tcp_ctx *ctx, const char *src)
-{
-    if (ctx->nsrv >= ctx->opt_max_server_conns && !ctx->strangers)
-        return -1;
-    if (ctx->nsrv >= ctx->opt_max_server_conns || ctx->nunproven >= ctx->opt_max_unproven) {
-        tcp_srv_conn *v = stranger_oldest_idle(ctx, NULL, NULL);
-        if (v)
-            stranger_evict_locked(ctx, v);
-        else if (ctx->nsrv >= ctx->opt_max_server_conns)
-            return -1;
-    }
-    int same = 0;
-    tcp_srv_conn *v = stranger_oldest_idle(ctx, src, &same);
-    if (same >= ctx->opt_unproven_per_source && v)
-        stranger_evict_locked(ctx, v);
-    return 0;
-}
-
-static void srv_admit(tcp_ctx *ctx, int fd, const struct sockaddr_storage *ss, socklen_t sl)
-{
-    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
-    getnameinfo((const struct sockaddr *)ss, sl, h, sizeof h, p, sizeof p,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-    tcp_srv_conn *c = calloc(1, sizeof *c);
-    pthread_mutex_lock(&ctx->srv_mu);
-    if (!c || srv_budget_locked(ctx, h) != 0) {
-        pthread_mutex_unlock(&ctx->srv_mu);
-        tcp_warn_limited(ctx, &ctx->rl_refuse, "refusing a data connection from %s: %s", h,
-                         c ? "max_server_connections established connections" : "out of memory");
-        free(c);
-        close(fd);
-        return;
-    }
-    c->ctx = ctx;
-    c->io.fd = fd;
     c->io.on_event = srv_on_event;
     c->io.on_tick = srv_on_tick;
     c->io.on_free = srv_free;
-    c->io.w = tcp_worker_pick(ctx);
-    snprintf(c->src, sizeof c->src, "%s", h);
-    snprintf(c->peer, sizeof c->peer, strchr(h, ':') ? "[%s]:%s" : "%s:%s", h, p);
-    c->state = ctx->auth ? S_HELLO : S_HDR;
+    c->state = c->ctx->auth ? S_HELLO : S_HDR;
     c->born_ms = c->win_start = c->last_bytes_ms = tcp_now_ms();
-    c->stranger = 1;
-    c->sprev = ctx->strangers_tail;
-    if (ctx->strangers_tail)
-        ctx->strangers_tail->snext = c;
-    else
-        ctx->strangers = c;
-    ctx->strangers_tail = c;
-    ctx->nunproven++;
-    ctx->nsrv++;
-    atomic_fetch_add(&c->io.w->nconn, 1);
-    pthread_mutex_unlock(&ctx->srv_mu);
-    tcp_sock_tune(ctx, fd);
-    if (tcp_worker_is_self(c->io.w))
-        srv_attach(c);
-    else if (tcp_worker_post(c->io.w, srv_attach, c) != 0) {
-        tcp_io_list(&c->io); /* not reached in practice: out of memory */
-        srv_close(c, TERN_LOG_WARN, "out of memory");
-    }
-}
-
-static void listener_on_event(tcp_io *io, uint32_t ev)
-{
-    tcp_ctx *ctx = io->w->ctx;
-    (void)ev;
-    for (int i = 0; i < 256; i++) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE)
-                tcp_warn_limited(ctx, &ctx->rl_refuse,
-                                 "cannot accept data connections: %s (raise the open files "
-                                 "limit)", strerror(errno));
-            return;
-        }
-        srv_admit(ctx, fd, &ss, sl);
-    }
-}
-
-static void listener_free(tcp_io *io)
-{
-    free(io);
-}
-
-static int srv_listen(tcp_ctx *ctx, int *out, char *err, size_t errlen)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", ctx->opt_port);
-    int g = getaddrinfo(ctx->bind_host, port, &hints, &ai);
-    if (g != 0)
-        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "tcp: cannot resolve bind address '%s': %s (check transports.tcp.bind "
-                        "or the engine's server_name)", ctx->bind_host, gai_strerror(g));
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    if (fd >= 0) {
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        tcp_sock_tune(ctx, fd); /* buffer sizes must be set before listen to
-                                   count for the window scale */
-    }
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(ai);
-        return tcp_errf(err, errlen, TERN_ERR_IO,
-                        "tcp: cannot listen on %s port %d: %s (is the port in use? set "
-                        "transports.tcp.port to 0 for an ephemeral one)",
-                        ctx->bind_host, ctx->opt_port, strerror(e));
-    }
-    freeaddrinfo(ai);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    ctx->lport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                : ((struct sockaddr_in *)&ss)->sin_port);
-    *out = fd;
-    return 0;
-}
-
-static void listener_add(void *arg)
-{
-    tcp_io *io = arg;
-    if (tcp_io_add(io, EPOLLIN) != 0) {
-        tcp_io_list(io);
-        close(io->fd);
-        io->fd = -1;
-        tcp_io_unlist(io);
-    }
-}
-
-/* The listening socket goes on the first I/O thread; it stops with it. */
-int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen)
-{
-    int fd = -1;
-    int rc = srv_listen(ctx, &fd, err, errlen);
-    if (rc)
-        return rc;
-    tcp_io *io = calloc(1, sizeof *io);
-    if (!io) {
-        close(fd);
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory");
-    }
-    io->fd = fd;
-    io->w = &ctx->workers[0];
-    io->on_event = listener_on_event;
-    io->on_free = listener_free;
-    ctx->listener = io;
-    tcp_worker_call(io->w, listener_add, io);
-    return 0;
 }

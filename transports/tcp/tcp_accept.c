@@ -1,0 +1,169 @@
+/* transports/tcp/tcp_accept.c: the target's listening socket.  It lives
+ * on the first I/O thread; each accepted connection is counted against the
+ * budgets (tcp_budget.c), placed on the least busy I/O thread and handed
+ * to its state machine (tcp_server.c).  Strangers a newer one evicted are
+ * closed by their own worker (tcp_server_evict). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "tcp_server.h"
+
+/* Worker: drop the connections a newer stranger evicted.  One that proved
+ * itself since (its request had not arrived when it was chosen as idle,
+ * and this worker has served it meanwhile) is established now: its
+ * stranger slot is free already, so it stays. */
+void tcp_server_evict(tcp_worker *w)
+{
+    for (tcp_io *io = w->list, *next; io; io = next) {
+        next = io->next;
+        tcp_srv_conn *c = (tcp_srv_conn *)io;
+        if (tcp_srv_is_conn(io) && atomic_load(&c->evict) && !c->proven)
+            tcp_srv_close(c, TERN_LOG_DEBUG, "evicted to make room");
+    }
+}
+
+/* ---- accepting ------------------------------------------------------------------ */
+
+static void srv_attach(void *arg)
+{
+    tcp_srv_conn *c = arg;
+    c->events = EPOLLIN;
+    if (tcp_io_add(&c->io, c->events) != 0) {
+        tcp_io_list(&c->io);
+        tcp_srv_close(c, TERN_LOG_WARN, "epoll_ctl failed");
+        return;
+    }
+    if (atomic_load(&c->evict))
+        tcp_srv_close(c, TERN_LOG_DEBUG, NULL);
+}
+
+static void srv_admit(tcp_ctx *ctx, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
+    getnameinfo((const struct sockaddr *)ss, sl, h, sizeof h, p, sizeof p,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    tcp_srv_conn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->ctx = ctx;
+        c->io.fd = fd;
+        c->io.w = tcp_worker_pick(ctx);
+        snprintf(c->src, sizeof c->src, "%s", h);
+        snprintf(c->peer, sizeof c->peer, strchr(h, ':') ? "[%s]:%s" : "%s:%s", h, p);
+    }
+    if (!c || tcp_budget_admit(ctx, c) != 0) {
+        tcp_warn_limited(ctx, &ctx->rl_refuse, "refusing a data connection from %s: %s", h,
+                         c ? "max_server_connections established connections" : "out of memory");
+        free(c);
+        close(fd);
+        return;
+    }
+    tcp_srv_begin(c);
+    tcp_sock_tune(ctx, fd);
+    if (tcp_worker_is_self(c->io.w))
+        srv_attach(c);
+    else if (tcp_worker_post(c->io.w, srv_attach, c) != 0) {
+        tcp_io_list(&c->io); /* not reached in practice: out of memory */
+        tcp_srv_close(c, TERN_LOG_WARN, "out of memory");
+    }
+}
+
+static void listener_on_event(tcp_io *io, uint32_t ev)
+{
+    tcp_ctx *ctx = io->w->ctx;
+    (void)ev;
+    for (int i = 0; i < 256; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                tcp_warn_limited(ctx, &ctx->rl_refuse,
+                                 "cannot accept data connections: %s (raise the open files "
+                                 "limit)", strerror(errno));
+            return;
+        }
+        srv_admit(ctx, fd, &ss, sl);
+    }
+}
+
+static void listener_free(tcp_io *io)
+{
+    free(io);
+}
+
+static int srv_listen(tcp_ctx *ctx, int *out, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", ctx->opt_port);
+    int g = getaddrinfo(ctx->bind_host, port, &hints, &ai);
+    if (g != 0)
+        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
+                        "tcp: cannot resolve bind address '%s': %s (check transports.tcp.bind "
+                        "or the engine's server_name)", ctx->bind_host, gai_strerror(g));
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        tcp_sock_tune(ctx, fd); /* buffer sizes must be set before listen to
+                                   count for the window scale */
+    }
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return tcp_errf(err, errlen, TERN_ERR_IO,
+                        "tcp: cannot listen on %s port %d: %s (is the port in use? set "
+                        "transports.tcp.port to 0 for an ephemeral one)",
+                        ctx->bind_host, ctx->opt_port, strerror(e));
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    ctx->lport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    *out = fd;
+    return 0;
+}
+
+static void listener_add(void *arg)
+{
+    tcp_io *io = arg;
+    if (tcp_io_add(io, EPOLLIN) != 0) {
+        tcp_io_list(io);
+        close(io->fd);
+        io->fd = -1;
+        tcp_io_unlist(io);
+    }
+}
+
+/* The listening socket goes on the first I/O thread; it stops with it. */
+int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen)
+{
+    int fd = -1;
+    int rc = srv_listen(ctx, &fd, err, errlen);
+    if (rc)
+        return rc;
+    tcp_io *io = calloc(1, sizeof *io);
+    if (!io) {
+        close(fd);
+        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory");
+    }
+    io->fd = fd;
+    io->w = &ctx->workers[0];
+    io->on_event = listener_on_event;
+    io->on_free = listener_free;
+    ctx->listener = io;
+    tcp_worker_call(io->w, listener_add, io);
+    return 0;
+}
