@@ -1,13 +1,14 @@
 /* bench/bench_memcpy.c: the memory-copy baseline for bench/shm_bench.sh.
  *
- *   tern-bench-memcpy [--size S] [--block S] [--threads N] [--duration SEC]
+ *   tern-bench-memcpy [--size S] [--block S] [--threads N] [--duration SEC] [--hugepages]
  *
  * Copies a --size buffer (default 64M) into another in --block pieces
  * (default 1M), the pieces dealt round-robin to --threads threads (default
  * 1), over and over for --duration seconds (default 3), and prints
  *   {"threads": N, "block": B, "size": S, "bytes": moved, "seconds": t, "gb_per_s": x}
  * Both buffers are touched once before timing (no page faults measured),
- * like the registered buffers of tern-bench. */
+ * like the registered buffers of tern-bench; --hugepages advises them to be
+ * backed by transparent huge pages, like tern-bench --hugepages. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,16 +63,17 @@ static void *copier(void *arg)
 int main(int argc, char **argv)
 {
     uint64_t size = 64ull << 20, block = 1ull << 20;
-    int threads = 1;
+    int threads = 1, hugepages = 0;
     double duration = 3;
     static const struct option opts[] = {
         {"size", 1, 0, 's'}, {"block", 1, 0, 'b'}, {"threads", 1, 0, 't'},
-        {"duration", 1, 0, 'd'}, {0, 0, 0, 0}};
+        {"duration", 1, 0, 'd'}, {"hugepages", 0, 0, 'H'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         if (c == 's') size = parse_size(optarg);
         else if (c == 'b') block = parse_size(optarg);
         else if (c == 't') threads = atoi(optarg);
         else if (c == 'd') duration = atof(optarg);
+        else if (c == 'H') hugepages = 1;
         else return 2;
     }
     if (!size || !block || threads < 1 || threads > 256 || duration <= 0) {
@@ -84,6 +86,8 @@ int main(int argc, char **argv)
         perror("tern-bench-memcpy: mmap");
         return 1;
     }
+    if (hugepages && (madvise(src, size, MADV_HUGEPAGE) || madvise(dst, size, MADV_HUGEPAGE)))
+        perror("tern-bench-memcpy: madvise(MADV_HUGEPAGE)");
     memset(src, 0x5A, size);
     memset(dst, 0, size);
     atomic_int stop = 0;

@@ -13,7 +13,9 @@
 # the ratios shm/memcpy x1, shm/memcpy xN and shm/tcp.  Absolute figures on
 # a shared machine move a lot; ratios of runs seconds apart much less.
 # Environment: OPS ("write read"), SECONDS_PER_RUN, REPEAT, WORKERS (shm
-# workers; 0 = default), CHUNK (transports.shm.chunk_size, default 256K), BATCH (8 blocks per batch), DEPTH (4 batches in flight).
+# workers; 0 = default), CHUNK (transports.shm.chunk_size, default 256K), BATCH (8 blocks per batch), DEPTH (4 batches in flight),
+# HUGEPAGES (1: every buffer, memcpy's included, advised to transparent huge
+# pages; the copy pins the peer's pages, so page size matters most to shm).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -26,6 +28,9 @@ WORKERS=${WORKERS:-0}
 CHUNK=${CHUNK:-256K}
 BATCH=${BATCH:-8}
 DEPTH=${DEPTH:-4}
+HUGEPAGES=${HUGEPAGES:-0}
+HP=()
+[ "$HUGEPAGES" = 1 ] && HP=(--hugepages)
 
 for b in "$BENCH" "$MEMCPY"; do
     [ -x "$b" ] || { echo "shm_bench: $b not found (build first)" >&2; exit 1; }
@@ -60,7 +65,7 @@ config "$WORK/target.yaml" shm tcp
 config "$WORK/shm.yaml" shm
 config "$WORK/tcp.yaml" tcp
 
-"$BENCH" --mode target --config "$WORK/target.yaml" --buffer-size 64M \
+"$BENCH" --mode target --config "$WORK/target.yaml" --buffer-size 64M "${HP[@]}" \
     >"$WORK/target.out" 2>"$WORK/target.log" &
 TPID=$!
 SEG=
@@ -77,14 +82,14 @@ median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(m
 ratio() { python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('%.2f' % (a / b if b > 0 else 0))" "$1" "$2"; }
 
 run_memcpy() { # threads
-    "$MEMCPY" --size 64M --block 1M --threads "$1" --duration "$T" >"$WORK/memcpy.json"
+    "$MEMCPY" --size 64M --block 1M --threads "$1" --duration "$T" "${HP[@]}" >"$WORK/memcpy.json"
     json_get "$WORK/memcpy.json"
 }
 
 run_tern() { # transport op
     local out="$WORK/$1-$2.json"
     "$BENCH" --mode initiator --config "$WORK/$1.yaml" --segment "$SEG" --op "$2" \
-        --block-size 1M --batch-size "$BATCH" --queue-depth "$DEPTH" --buffer-size 64M \
+        --block-size 1M --batch-size "$BATCH" --queue-depth "$DEPTH" --buffer-size 64M "${HP[@]}" \
         --threads 1 --duration "$T" --json >"$out" 2>"$WORK/$1-$2.log" || {
         echo "shm_bench: tern-bench $1 $2 failed:" >&2; cat "$WORK/$1-$2.log" "$out" >&2; return 1; }
     json_get "$out"
@@ -103,7 +108,7 @@ for _ in $(seq "$REPEAT"); do
 done
 m1=$(median "${m1s[@]}"); mn=$(median "${mns[@]}")
 
-echo "1 MiB blocks, 64 MiB buffers, $T s per run, medians of $REPEAT round(s); shm workers: $N, chunk $CHUNK"
+echo "1 MiB blocks, 64 MiB buffers, $T s per run, medians of $REPEAT round(s); shm workers: $N, chunk $CHUNK, huge pages: $([ "$HUGEPAGES" = 1 ] && echo yes || echo no)"
 printf '%-6s %12s %12s %10s %10s | %9s %9s %8s\n' op "memcpy x1" "memcpy x$N" "shm GB/s" \
     "tcp GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp"
 for op in $OPS; do
