@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tern/errors.h"
@@ -143,6 +144,8 @@ typedef struct mc_srv_conn {
     struct tcp_mc_server *srv;
     int fd;
     char peer[64];
+    int served;                    /* requests answered */
+    int idle, evicted;             /* under srv->mu */
     struct mc_srv_conn *prev, *next;
 } mc_srv_conn;
 
@@ -195,13 +198,28 @@ static int srv_send_status(mc_srv_conn *c, uint64_t status)
     return io_full(c->fd, c->srv->stopfd, st, 8, 1, c->srv->h.io_timeout_ms);
 }
 
+/* Marks c idle (waiting for a pooled request) or busy; returns whether it
+ * was evicted meanwhile. */
+static int srv_set_idle(mc_srv_conn *c, int idle)
+{
+    pthread_mutex_lock(&c->srv->mu);
+    c->idle = idle;
+    int evicted = c->evicted;
+    pthread_mutex_unlock(&c->srv->mu);
+    return evicted;
+}
+
 /* One request; 0 to go on with the next, else close. */
 static int srv_serve_one(mc_srv_conn *c)
 {
     const tcp_mc_hooks *h = &c->srv->h;
     uint8_t hdr[TCP_MC_HDR_SIZE];
-    /* The first byte may take forever (an idle pooled connection). */
+    /* The first byte may take forever (an idle pooled connection), unless
+     * a new connection needs the slot (srv_make_room). */
+    srv_set_idle(c, c->served > 0);
     int rc = io_full(c->fd, c->srv->stopfd, hdr, 1, 0, -1);
+    if (srv_set_idle(c, 0) && !rc)
+        rc = TERN_ERR_CLOSED;
     if (!rc)
         rc = io_full(c->fd, c->srv->stopfd, hdr + 1, TCP_MC_HDR_SIZE - 1, 0, h->io_timeout_ms);
     if (rc)
@@ -245,7 +263,7 @@ static void *srv_conn_main(void *arg)
     mc_srv_conn *c = arg;
     tcp_mc_server *s = c->srv;
     while (srv_serve_one(c) == 0)
-        ;
+        c->served++;
     pthread_mutex_lock(&s->mu);
     if (c->prev)
         c->prev->next = c->next;
@@ -307,6 +325,39 @@ static void srv_accept_one(tcp_mc_server *s)
     free(c);
 }
 
+/* Every slot taken: the oldest connection that waits idle for a pooled
+ * request is closed for the new one, and the new one waits (in the
+ * listen backlog) up to io_timeout for a slot.  A peer that opens a
+ * connection per request (Mooncake without its pool) then meets a slow
+ * target with back-pressure, not refusals. */
+static void srv_make_room(tcp_mc_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->nconn >= s->h.max_conns) {
+        mc_srv_conn *old = NULL;
+        for (mc_srv_conn *c = s->conns; c; c = c->next)
+            if (c->idle && !c->evicted)
+                old = c; /* the list is newest first: the last one is the oldest */
+        if (old) {
+            old->evicted = 1;
+            shutdown(old->fd, SHUT_RDWR);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        int ms = s->h.io_timeout_ms > 0 ? s->h.io_timeout_ms : 5000;
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (s->nconn >= s->h.max_conns && !s->stopping &&
+               pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *srv_accept_main(void *arg)
 {
     tcp_mc_server *s = arg;
@@ -317,8 +368,10 @@ static void *srv_accept_main(void *arg)
             break;
         if (pf[1].revents & POLLIN)
             break;
-        if (pf[0].revents & POLLIN)
+        if (pf[0].revents & POLLIN) {
+            srv_make_room(s);
             srv_accept_one(s);
+        }
     }
     return NULL;
 }
@@ -369,7 +422,11 @@ int tcp_mc_server_start(const tcp_mc_hooks *h, const char *bind_host, int port,
     s->lfd = -1;
     s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_t ca; /* srv_make_room waits against the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     int rc = s->stopfd < 0 ? TERN_ERR_IO : srv_listen(s, bind_host, port, err, errlen);
     if (!rc && pthread_create(&s->acceptor, NULL, srv_accept_main, s) != 0)
         rc = TERN_ERR_IO;
@@ -396,6 +453,7 @@ void tcp_mc_server_stop(tcp_mc_server *s)
     uint64_t one = 1;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
+    pthread_cond_broadcast(&s->cv); /* an acceptor waiting for a slot */
     pthread_mutex_unlock(&s->mu);
     if (write(s->stopfd, &one, sizeof one) < 0) { /* eventfd: cannot fail here */
     }

@@ -10,14 +10,19 @@ segment descriptor through the handshake daemon the way Mooncake does
     before it, an addr+size that wraps 64 bits, size 0, an unknown opcode
     (format 2 answers the "MCTV" refusal frame, format 1 only closes);
   - the target is still serving afterwards, its guards and the rest of
-    its buffer unchanged.
+    its buffer unchanged;
+  - with every connection slot taken by idle pooled connections
+    (max_server_connections: 4), a new connection is served: the oldest
+    idle one is closed for it, the others keep serving.
 Also checks what tern publishes for a Mooncake reader: protocol "tcp",
 tcp_data_port, tcp_proto_version 2, and the Probe and Notify answers."""
 import json
+import os
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 
 MAGIC = 0x4D435456 << 32
 OK, REFUSED = MAGIC | 0, MAGIC | 1
@@ -69,12 +74,14 @@ def closed(s):
         return True
 
 
-def main():
-    peer = sys.argv[1]
+def with_target(peer, body, config=None):
+    env = dict(os.environ)
+    if config:
+        env["TERN_MC_PEER_CONFIG"] = config
     p = subprocess.Popen([peer, "target"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
+                         text=True, env=env)
     try:
-        run(p)
+        body(p)
     finally:
         try:
             p.stdin.write("EXIT\n")
@@ -82,7 +89,56 @@ def main():
             p.wait(timeout=30)
         except Exception:
             p.kill()
+
+
+def main():
+    peer = sys.argv[1]
+    with_target(peer, run)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write("server_name: 127.0.0.1:0\nmetadata: p2p\nlog_level: error\n"
+                "transports:\n  - name: tcp\n    mooncake_port: 0\n"
+                "    max_server_connections: 4\n")
+        f.flush()
+        with_target(peer, run_pooled, f.name)
     print("PASS: Mooncake-format requests served and refused as documented")
+
+
+def data_port(p):
+    ready, name, addr, length = p.stdout.readline().split()
+    if ready != "READY":
+        fail("target did not start")
+    host, hport = name.rsplit(":", 1)
+    desc = hs_request(host, int(hport), 1, "{}\n")
+    return desc["tcp_data_port"], int(addr)
+
+
+def read16(s, addr):
+    """A format-2 READ of 16 bytes: True when answered."""
+    try:
+        s.sendall(hdr(16, addr, 0x80))
+        st = recv_exact(s, 8)
+        return len(st) == 8 and struct.unpack("<Q", st)[0] == OK and len(recv_exact(s, 16)) == 16
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        return False
+
+
+def run_pooled(p):
+    port, addr = data_port(p)
+    pool = [conn(port) for _ in range(4)]
+    for i, s in enumerate(pool):  # each served once, then idle: a pooled connection
+        if not read16(s, addr):
+            fail("pooled connection %d was not served" % i)
+    extra = conn(port)
+    if not read16(extra, addr):
+        fail("all 4 slots held by idle pooled connections: a new connection was refused")
+    if not closed(pool[0]):
+        fail("the oldest idle pooled connection was not the one closed for the new one")
+    for i, s in enumerate(pool[1:], 1):
+        if not read16(s, addr):
+            fail("pooled connection %d stopped serving" % i)
+    for s in pool + [extra]:
+        s.close()
+    print("ok  slots full of idle pooled connections: the oldest makes room for a new one")
 
 
 def ask(p, cmd):
