@@ -6,7 +6,9 @@
  * {efa, tcp} engines use efa. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include "integration_common.h"
 
@@ -141,6 +143,24 @@ static void *kill_later(void *arg)
     return NULL;
 }
 
+/* Regions in /dev/shm that libfabric shm made for process pid under this
+ * transport's names (tern-efa.<pid namespace>.<pid>.<nonce>...). */
+static int shm_regions_of(pid_t pid)
+{
+    struct stat st;
+    char prefix[96];
+    int n = 0;
+    cr_assert_eq(stat("/proc/self/ns/pid", &st), 0);
+    snprintf(prefix, sizeof prefix, "tern-efa.%llu.%d.", (unsigned long long)st.st_ino,
+             (int)pid);
+    DIR *d = opendir("/dev/shm");
+    cr_assert_not_null(d);
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        n += !strncmp(de->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
 static void killed(const char *list)
 {
     it_peer p;
@@ -179,10 +199,18 @@ static void killed(const char *list)
     free(r);
     peer_reap(&p);
     tern_segment_close(e, seg);
-    /* The same engine works with a new target. */
+    int shm = !strcmp(list, "efa-shm");
+    if (shm)
+        cr_assert_eq(shm_regions_of(p.pid), 1, "the killed target's shm region should "
+                     "still be in /dev/shm (SIGKILL runs no cleanup)");
+    /* The same engine works with a new target, and the new target's engine
+     * removed the region the killed one left. */
     it_peer q;
     peer_start(&q, PEER_PATH, list);
     tern_segment_id seg2 = open_expect(e, &q, "efa");
+    if (shm)
+        cr_assert_eq(shm_regions_of(p.pid), 0, "the killed target's shm region is still in "
+                     "/dev/shm after a new engine started");
     uint8_t *dst = local_buf(e, 1 << 20);
     write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);
     tern_segment_close(e, seg2);

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -729,4 +731,73 @@ Test(efa_transport, same_process_loopback_shm)
     th_close(&b);
     free(src);
     free(dst);
+}
+
+/* ---- shm regions ---------------------------------------------------------------- */
+
+static void th_touch(const char *path)
+{
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0, "create %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+static unsigned long long th_pidns(void)
+{
+    struct stat st;
+    cr_assert_eq(stat("/proc/self/ns/pid", &st), 0);
+    return (unsigned long long)st.st_ino;
+}
+
+/* libfabric's shm names a region "<pid>:0:0" by itself; a process killed
+ * with SIGKILL leaves it in /dev/shm and a later process given the same pid
+ * failed fi_enable with EBUSY.  Regions are named per process instead, and
+ * the regions of dead processes (this pid namespace only) are removed. */
+Test(efa_transport, shm_regions_named_per_process_and_dead_ones_removed)
+{
+    unsigned long long ns = th_pidns();
+    pid_t dead = fork();
+    cr_assert_geq(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char stale[256], live[256], other_ns[256], own[320];
+    snprintf(stale, sizeof stale, "/dev/shm/tern-efa.%llu.%d.00000000deadbeef:0:0", ns,
+             (int)dead);
+    snprintf(live, sizeof live, "/dev/shm/tern-efa.%llu.%d.00000000cafef00d:0:0", ns,
+             (int)getppid());
+    snprintf(other_ns, sizeof other_ns, "/dev/shm/tern-efa.%llu.%d.0000000000000001:0:0",
+             ns + 1, (int)dead);
+    th_touch(stale);
+    th_touch(live);
+    th_touch(other_ns);
+
+    th_inst in;
+    char hex[600], name[300];
+    th_open_or_skip(&in, "shm", 3000);
+    cr_assert_neq(access(stale, F_OK), 0, "%s: its process is gone, the region stays", stale);
+    cr_assert_eq(access(live, F_OK), 0, "%s removed although its process lives", live);
+    cr_assert_eq(access(other_ns, F_OK), 0, "%s removed: its pid is another namespace's",
+                 other_ns);
+
+    void *ep = th_ep(&in, NULL, 1, hex, sizeof hex);
+    size_t n = strlen(hex) / 2;
+    cr_assert_lt(n, sizeof name);
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        cr_assert_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+        name[i] = (char)v;
+    }
+    name[n] = '\0';
+    char want[128];
+    snprintf(want, sizeof want, "fi_shm://tern-efa.%llu.%d.", ns, (int)getpid());
+    cr_assert(!strncmp(name, want, strlen(want)), "shm address '%s' is not '%s<nonce>...'",
+              name, want);
+    snprintf(own, sizeof own, "/dev/shm/%s", name + strlen("fi_shm://"));
+    cr_assert_eq(access(own, F_OK), 0, "no region %s for address %s", own, name);
+    in.t->ep_close(ep);
+    th_close(&in);
+    cr_assert_neq(access(own, F_OK), 0, "%s left behind after a clean close", own);
+    unlink(live);
+    unlink(other_ns);
 }

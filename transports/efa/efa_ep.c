@@ -81,22 +81,9 @@ int efa_ep_describe(void *ep, tern_desc *out)
     return e->ctx->host->desc_set_str(out, "efa_addr", hex);
 }
 
-/* shm names are "fi_shm://<pid>:...".  A shm peer that died holding its
- * region's lock makes fi_write spin forever on it, so shm peers are checked
- * for life before each post (same pid namespace: CMA needs it anyway). */
-static int efa_shm_pid(const uint8_t *addr, size_t len)
-{
-    static const char prefix[] = "fi_shm://";
-    char buf[32];
-    size_t n = len < sizeof buf - 1 ? len : sizeof buf - 1;
-    memcpy(buf, addr, n);
-    buf[n] = '\0';
-    if (strncmp(buf, prefix, sizeof prefix - 1))
-        return 0;
-    long pid = strtol(buf + sizeof prefix - 1, NULL, 10);
-    return pid > 0 && pid < (1L << 30) ? (int)pid : 0;
-}
-
+/* A shm peer that died holding its region's lock makes fi_write spin
+ * forever on it, so shm peers are checked for life before each post (same
+ * pid namespace: CMA needs it anyway).  efa_shm_pid() reads the pid. */
 int efa_peer_dead(const efa_peer *p)
 {
     return p->pid > 0 && kill(p->pid, 0) != 0 && errno == ESRCH;

@@ -146,6 +146,12 @@ int efa_dev_open(efa_dev *d, char *err, size_t errlen)
     d->mr_mode = (uint64_t)i->domain_attr->mr_mode;
     d->serialise = i->domain_attr->threading != FI_THREAD_SAFE;
     d->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size : UINT64_MAX;
+    if (efa_is_shm(d)) {
+        efa_shm_sweep(d->ctx, "/dev/shm");
+        int rc = efa_shm_name(d, err, errlen);
+        if (rc)
+            return rc;
+    }
     EFA_TRY(fi_fabric(i->fabric_attr, &d->fabric, NULL), "fi_fabric");
     EFA_TRY(fi_domain(d->fabric, i, &d->domain, NULL), "fi_domain");
     return efa_dev_open_ep(d, err, errlen);

@@ -142,6 +142,12 @@ int efa_dev_open(efa_dev *d, char *err, size_t errlen);
 int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen);
 void efa_dev_close(efa_dev *d);
 
+/* efa_shm.c */
+int efa_is_shm(const efa_dev *d);
+int efa_shm_name(efa_dev *d, char *err, size_t errlen);
+int efa_shm_sweep(const efa_ctx *c, const char *dir);
+int efa_shm_pid(const uint8_t *addr, size_t len);
+
 /* ---- efa_progress.c ---- */
 void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *msg);
 void efa_op_link(efa_dev *d, efa_op *op);
