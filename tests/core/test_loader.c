@@ -12,6 +12,7 @@
 #define TERN_STR(x) TERN_STR_(x)
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -62,6 +63,19 @@ static void expect_outcome(const char *name, tern_load_outcome o, const char *te
 }
 
 /* ---- each outcome ------------------------------------------------------------- */
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* The fake sysfs tree a test made, depth first. */
+static void remove_tree(const char *root)
+{
+    if (nftw(root, remove_one, 8, FTW_DEPTH | FTW_PHYS) != 0)
+        cr_log_warn("could not remove %s", root);
+}
 
 Test(loader, loads_good_plugin_with_devices_and_host_services)
 {
@@ -128,6 +142,7 @@ Test(loader, loads_good_plugin_with_devices_and_host_services)
     p->ops->query(p->ctx, "server", out, sizeof out);
     cr_assert_str_eq(out, "127.0.0.1:5000");
     tern_plugins_unload(&set);
+    remove_tree(root);
     cr_assert_null(set.plugins);
 }
 

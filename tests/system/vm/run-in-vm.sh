@@ -12,7 +12,8 @@
 # stays inside it.  Host binaries run as they are; only OUTDIR, /tmp and
 # /dev/shm are writable in the guest ($TERN_VM_OUT names OUTDIR there).
 #
-# CMD's output is printed; the exit status is CMD's.  Files left in OUTDIR:
+# CMD's output is printed; the exit status is CMD's.  Files left in OUTDIR
+# (a directory the script made itself is removed when CMD exits 0):
 # cmd.sh, output.log, rc, devinfo.txt, guest.log, console.log (and
 # kvm-probe.log when KVM was tried).
 #
@@ -60,8 +61,10 @@ set -e
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || { echo "vm: fetch-kernel.sh failed ($rc)"; exit 125; }
 
+made_out=0
 if [ -z "$out" ]; then
   out=$(mktemp -d "${TMPDIR:-/tmp}/tern-vm.XXXXXX")
+  made_out=1
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -152,5 +155,11 @@ if [ ! -s "$out/rc" ]; then
   exit 125
 fi
 rc=$(cat "$out/rc")
-echo "vm: command exited with $rc; VM wall time ${wall}s (accel $accel, kernel $(cat "$kdir/VERSION")); logs in $out"
+where="logs in $out"
+# A directory this script made is removed when the command passed (-o keeps it).
+if [ "$rc" = 0 ] && [ $made_out = 1 ]; then
+  rm -rf "$out"
+  where="logs removed (-o OUTDIR keeps them)"
+fi
+echo "vm: command exited with $rc; VM wall time ${wall}s (accel $accel, kernel $(cat "$kdir/VERSION")); $where"
 exit "$rc"
