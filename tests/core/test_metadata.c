@@ -43,32 +43,15 @@ static int black_hole(int *port)
 
 /* ---- configuration ---- */
 
-static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
-
 /* "Failed in time" bound for operations under an 800 ms timeout: long
  * enough for a loaded 2-core machine, still below the 5 s default, so a
  * configured timeout that is ignored is caught. */
 #define IN_TIME_MS 4500
 
-static tern_config cfg_for(const char *uri, const char *cluster, int timeout_ms)
-{
-    tern_config c = {0};
-    c.metadata = (char *)uri;
-    c.cluster_id = (char *)cluster;
-    c.plugin_path = plugin_dirs;
-    c.nplugin_path = 1;
-    c.connect_timeout_ms = timeout_ms;
-    c.io_timeout_ms = timeout_ms;
-    c.handshake_max_frame = 1 << 20;
-    return c;
-}
-
+/* A handle on uri in cluster; the test fails with err if it does not open. */
 static tern_metadata *open_md(const char *uri, const char *cluster)
 {
-    tern_config c = cfg_for(uri, cluster, 2000);
-    tern_metadata *md = NULL;
-    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s: %s", uri, err);
-    return md;
+    return test_md_open(uri, cluster, err, sizeof err);
 }
 
 /* ---- the shared suite ---- */
@@ -195,24 +178,24 @@ Test(p2p, suite)
 
 Test(p2p, unknown_scheme_and_garbage_uri)
 {
-    tern_config c = cfg_for("nosuch://h:1", "t", 500);
+    tern_config c = test_md_config("nosuch://h:1", "t", 500);
     tern_metadata *md = NULL;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
     cr_assert(strstr(err, "metadata nosuch://h:1: libtern-meta-nosuch.so not found; tried: "),
               "%s", err);
-    cr_assert(strstr(err, plugin_dirs[0]), "names the directories searched: %s", err);
+    cr_assert(strstr(err, TEST_MD_PLUGIN_DIR), "names the directories searched: %s", err);
     cr_assert_null(strstr(err, "did you mean"), "nothing close to 'nosuch': %s", err);
     /* a misspelled scheme names the installed store of the closest name,
      * as a misspelled transport does */
     char *test_dirs[] = {TERN_META_TEST_DIR};
-    c = cfg_for("badmagc://h:1", "t", 500);
+    c = test_md_config("badmagc://h:1", "t", 500);
     c.plugin_path = test_dirs;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
     cr_assert(strstr(err, "libtern-meta-badmagc.so not found (did you mean 'badmagic'? "), "%s",
               err);
-    c = cfg_for("redis", "t", 500);
+    c = test_md_config("redis", "t", 500);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG);
-    c = cfg_for("../../x://h", "t", 500);
+    c = test_md_config("../../x://h", "t", 500);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG, "%s", err);
 }
 
@@ -263,7 +246,7 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     int port = test_free_port();
     char uri[64];
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
-    tern_config c = cfg_for(uri, "t", 800);
+    tern_config c = test_md_config(uri, "t", 800);
     tern_metadata *md = NULL;
     uint64_t t0 = tern_now_ms();
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
@@ -273,7 +256,7 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     /* Accepts connections but never answers. */
     int bh = black_hole(&port);
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
-    c = cfg_for(uri, "t", 800);
+    c = test_md_config(uri, "t", 800);
     t0 = tern_now_ms();
     rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
@@ -286,7 +269,7 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     test_store r = {0};
     test_redis_start(&r);
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", r.port);
-    c = cfg_for(uri, "t", 800);
+    c = test_md_config(uri, "t", 800);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s", err);
     test_store_stop(&r);
     char *json = NULL;
@@ -324,7 +307,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     int port = test_free_port();
     char uri[64];
     snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
-    tern_config c = cfg_for(uri, "t", 800);
+    tern_config c = test_md_config(uri, "t", 800);
     tern_metadata *md = NULL;
     uint64_t t0 = tern_now_ms();
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
@@ -333,7 +316,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     int bh = black_hole(&port);
     snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
-    c = cfg_for(uri, "t", 800);
+    c = test_md_config(uri, "t", 800);
     t0 = tern_now_ms();
     rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
@@ -347,7 +330,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
 static int open_with(const char *dir, const char *uri, char *msg, size_t len)
 {
     char *dirs[] = {(char *)dir};
-    tern_config c = cfg_for(uri, "t", 500);
+    tern_config c = test_md_config(uri, "t", 500);
     c.plugin_path = dirs;
     tern_metadata *md = NULL;
     int rc = tern_metadata_open(&c, &md, msg, len);
@@ -408,7 +391,7 @@ Test(plugin, every_abi_check_is_made)
 Test(plugin, abi_1_0_store_gets_the_default_put_ttl)
 {
     char *dirs[] = {TERN_META_TEST_DIR};
-    tern_config c = cfg_for("v10://h:1", "t", 500);
+    tern_config c = test_md_config("v10://h:1", "t", 500);
     c.plugin_path = dirs;
     tern_metadata *md = NULL;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s", err);

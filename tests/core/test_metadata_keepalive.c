@@ -30,28 +30,10 @@ static char err[1024];
 
 /* ---- configuration ---- */
 
-static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
-
-static tern_config cfg_for(const char *uri, const char *cluster, int timeout_ms)
-{
-    tern_config c = {0};
-    c.metadata = (char *)uri;
-    c.cluster_id = (char *)cluster;
-    c.plugin_path = plugin_dirs;
-    c.nplugin_path = 1;
-    c.connect_timeout_ms = timeout_ms;
-    c.io_timeout_ms = timeout_ms;
-    c.handshake_max_frame = 1 << 20;
-    return c;
-}
-
-
+/* A handle on uri in cluster; the test fails with err if it does not open. */
 static tern_metadata *open_md(const char *uri, const char *cluster)
 {
-    tern_config c = cfg_for(uri, cluster, 2000);
-    tern_metadata *md = NULL;
-    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s: %s", uri, err);
-    return md;
+    return test_md_open(uri, cluster, err, sizeof err);
 }
 
 #define PERIOD_MS 1000
@@ -151,7 +133,7 @@ static void killed_expires(const char *scheme)
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) { /* the publisher that dies */
-        tern_config c = cfg_for(s.uri, "ka", 2000);
+        tern_config c = test_md_config(s.uri, "ka", 2000);
         tern_metadata *md = NULL;
         char d[256];
         snprintf(d, sizeof d, DESC, "seg-dead");

@@ -153,3 +153,25 @@ void test_store_stop(test_store *s)
         s->dir[0] = '\0';
     }
 }
+
+tern_config test_md_config(const char *uri, const char *cluster, int timeout_ms)
+{
+    static char *const plugin_dirs[] = {TEST_MD_PLUGIN_DIR};
+    tern_config c = {0};
+    c.metadata = (char *)uri;
+    c.cluster_id = (char *)cluster;
+    c.plugin_path = (char **)plugin_dirs;
+    c.nplugin_path = 1;
+    c.connect_timeout_ms = timeout_ms;
+    c.io_timeout_ms = timeout_ms;
+    c.handshake_max_frame = 1 << 20;
+    return c;
+}
+
+tern_metadata *test_md_open(const char *uri, const char *cluster, char *err, size_t errlen)
+{
+    tern_config c = test_md_config(uri, cluster, 2000);
+    tern_metadata *md = NULL;
+    cr_assert_eq(tern_metadata_open(&c, &md, err, errlen), 0, "%s: %s", uri, err);
+    return md;
+}
