@@ -1,47 +1,31 @@
 /* tests/core/test_metadata.c: one metadata suite (publish, fetch, update, list,
  * unpublish, not found) run over p2p, redis:// and etcd://, against real
- * redis-server and etcd processes this test starts on loopback; plus stores
+ * redis-server and etcd processes this test starts on loopback
+ * (tests/support/stores.c); plus stores
  * that are down, black-holed, or die mid-way: a clear error in time. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "desc.h"
 #include "control/handshake.h"
 #include "metadata.h"
+#include "stores.h"
 #include "tern/errors.h"
 #include "util.h"
 
 static char err[1024];
 
-/* ---- helpers: ports, child services ---- */
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t sl = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &sl);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+/* ---- helpers: a store that never answers ---- */
 
 /* A socket that listens but never accepts: connects succeed, nothing answers. */
 static int black_hole(int *port)
@@ -57,151 +41,17 @@ static int black_hole(int *port)
     return fd;
 }
 
-static int have_binary(const char *name)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-    return system(cmd) == 0;
-}
-
-static pid_t spawn(char *const argv[])
-{
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-        int nul = open("/dev/null", O_RDWR);
-        dup2(nul, 1);
-        dup2(nul, 2);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Send req to 127.0.0.1:port and check the answer contains want. */
-static int answers(int port, const char *req, const char *want)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    int ok = 0;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        tern_io_write_all(fd, req, strlen(req), 500) == 0) {
-        char buf[1024];
-        size_t n = 0;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        while (n < sizeof buf - 1 && poll(&p, 1, 500) > 0) {
-            ssize_t r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
-            if (r <= 0)
-                break;
-            n += (size_t)r;
-            buf[n] = '\0';
-            if (strstr(buf, want)) {
-                ok = 1;
-                break;
-            }
-        }
-    }
-    close(fd);
-    return ok;
-}
-
-static void wait_ready(pid_t pid, int port, const char *req, const char *want, const char *what)
-{
-    for (int i = 0; i < 200; i++) {
-        if (answers(port, req, want))
-            return;
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            cr_assert_fail("%s exited before answering on port %d", what, port);
-        usleep(50 * 1000);
-    }
-    cr_assert_fail("%s did not answer on port %d within 10 s", what, port);
-}
-
-static void stop(pid_t pid)
-{
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-}
-
-static pid_t start_redis(int *port)
-{
-    if (!have_binary("redis-server"))
-        cr_skip_test("redis-server not installed (Debian package redis-server)");
-    *port = free_port();
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", *port);
-    char *argv[] = {"redis-server", "--port", ps, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", NULL};
-    pid_t pid = spawn(argv);
-    wait_ready(pid, *port, "PING\r\n", "+PONG", "redis-server");
-    return pid;
-}
-
-static char etcd_dir[256];
-
-static pid_t start_etcd(int *port)
-{
-    if (!have_binary("etcd"))
-        cr_skip_test("etcd not installed (Debian package etcd-server)");
-    *port = free_port();
-    int peer = free_port();
-    snprintf(etcd_dir, sizeof etcd_dir, "/tmp/tern-etcd-XXXXXX");
-    cr_assert_not_null(mkdtemp(etcd_dir));
-    char client[64], peers[64], cluster[96];
-    snprintf(client, sizeof client, "http://127.0.0.1:%d", *port);
-    snprintf(peers, sizeof peers, "http://127.0.0.1:%d", peer);
-    snprintf(cluster, sizeof cluster, "default=%s", peers);
-    char *argv[] = {"etcd", "--name", "default", "--data-dir", etcd_dir,
-                    "--listen-client-urls", client, "--advertise-client-urls", client,
-                    "--listen-peer-urls", peers, "--initial-advertise-peer-urls", peers,
-                    "--initial-cluster", cluster, NULL};
-    pid_t pid = spawn(argv);
-    wait_ready(pid, *port, "GET /health HTTP/1.0\r\n\r\n", "\"health\":\"true\"", "etcd");
-    return pid;
-}
-
-static void stop_etcd(pid_t pid)
-{
-    stop(pid);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", etcd_dir);
-    if (etcd_dir[0] && system(cmd) != 0)
-        cr_log_warn("could not remove %s", etcd_dir);
-}
-
 /* ---- configuration ---- */
-
-static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
 
 /* "Failed in time" bound for operations under an 800 ms timeout: long
  * enough for a loaded 2-core machine, still below the 5 s default, so a
  * configured timeout that is ignored is caught. */
 #define IN_TIME_MS 4500
 
-static tern_config cfg_for(const char *uri, const char *cluster, int timeout_ms)
-{
-    tern_config c = {0};
-    c.metadata = (char *)uri;
-    c.cluster_id = (char *)cluster;
-    c.plugin_path = plugin_dirs;
-    c.nplugin_path = 1;
-    c.connect_timeout_ms = timeout_ms;
-    c.io_timeout_ms = timeout_ms;
-    c.handshake_max_frame = 1 << 20;
-    return c;
-}
-
+/* A handle on uri in cluster; the test fails with err if it does not open. */
 static tern_metadata *open_md(const char *uri, const char *cluster)
 {
-    tern_config c = cfg_for(uri, cluster, 2000);
-    tern_metadata *md = NULL;
-    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s: %s", uri, err);
-    return md;
+    return test_md_open(uri, cluster, err, sizeof err);
 }
 
 /* ---- the shared suite ---- */
@@ -328,24 +178,24 @@ Test(p2p, suite)
 
 Test(p2p, unknown_scheme_and_garbage_uri)
 {
-    tern_config c = cfg_for("nosuch://h:1", "t", 500);
+    tern_config c = test_md_config("nosuch://h:1", "t", 500);
     tern_metadata *md = NULL;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
     cr_assert(strstr(err, "metadata nosuch://h:1: libtern-meta-nosuch.so not found; tried: "),
               "%s", err);
-    cr_assert(strstr(err, plugin_dirs[0]), "names the directories searched: %s", err);
+    cr_assert(strstr(err, TEST_MD_PLUGIN_DIR), "names the directories searched: %s", err);
     cr_assert_null(strstr(err, "did you mean"), "nothing close to 'nosuch': %s", err);
     /* a misspelled scheme names the installed store of the closest name,
      * as a misspelled transport does */
     char *test_dirs[] = {TERN_META_TEST_DIR};
-    c = cfg_for("badmagc://h:1", "t", 500);
+    c = test_md_config("badmagc://h:1", "t", 500);
     c.plugin_path = test_dirs;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_PLUGIN);
     cr_assert(strstr(err, "libtern-meta-badmagc.so not found (did you mean 'badmagic'? "), "%s",
               err);
-    c = cfg_for("redis", "t", 500);
+    c = test_md_config("redis", "t", 500);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG);
-    c = cfg_for("../../x://h", "t", 500);
+    c = test_md_config("../../x://h", "t", 500);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), TERN_ERR_CONFIG, "%s", err);
 }
 
@@ -371,10 +221,10 @@ static void two_clusters(const char *uri)
 
 Test(redis, suite, .timeout = 60)
 {
-    int port;
-    pid_t pid = start_redis(&port);
+    test_store r = {0};
+    test_redis_start(&r);
     char uri[64];
-    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", r.port);
     tern_metadata *pub = open_md(uri, "t"), *rd = open_md(uri, "t");
     cr_assert_str_eq(tern_metadata_backend(pub), "redis");
     suite(pub, rd, "10.0.0.7:12001");
@@ -382,21 +232,21 @@ Test(redis, suite, .timeout = 60)
     tern_metadata_close(pub);
     tern_metadata_close(rd);
     /* A database number selects another keyspace. */
-    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/3", port);
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/3", r.port);
     pub = open_md(uri, "t");
     rd = open_md(uri, "t");
     suite(pub, rd, "[fe80::1]:12001");
     tern_metadata_close(pub);
     tern_metadata_close(rd);
-    stop(pid);
+    test_store_stop(&r);
 }
 
 Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
 {
-    int port = free_port();
+    int port = test_free_port();
     char uri[64];
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
-    tern_config c = cfg_for(uri, "t", 800);
+    tern_config c = test_md_config(uri, "t", 800);
     tern_metadata *md = NULL;
     uint64_t t0 = tern_now_ms();
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
@@ -406,21 +256,22 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
     /* Accepts connections but never answers. */
     int bh = black_hole(&port);
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
-    c = cfg_for(uri, "t", 800);
+    c = test_md_config(uri, "t", 800);
     t0 = tern_now_ms();
     rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
     cr_assert(strstr(err, uri), "%s", err);
     cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS, "gave up after the timeout");
     close(bh);
-    if (!have_binary("redis-server"))
+    if (!test_have_binary("redis-server"))
         cr_skip_test("redis-server not installed: the store-dies-mid-way part did not run");
     /* The store dies after open: the next call fails, in time. */
-    pid_t pid = start_redis(&port);
-    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", port);
-    c = cfg_for(uri, "t", 800);
+    test_store r = {0};
+    test_redis_start(&r);
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", r.port);
+    c = test_md_config(uri, "t", 800);
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s", err);
-    stop(pid);
+    test_store_stop(&r);
     char *json = NULL;
     t0 = tern_now_ms();
     rc = tern_metadata_fetch(md, "a:1", &json, err, sizeof err);
@@ -435,28 +286,28 @@ Test(redis, down_store_fails_clearly_in_time, .timeout = 60)
 
 Test(etcd, suite, .timeout = 90)
 {
-    int port;
-    pid_t pid = start_etcd(&port);
+    test_store e = {0};
+    test_etcd_start(&e);
     char uri[128];
     /* The first endpoint is down: the plugin moves to the next. */
-    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d,127.0.0.1:%d", free_port(), port);
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d,127.0.0.1:%d", test_free_port(), e.port);
     tern_metadata *pub = open_md(uri, "t");
-    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", e.port);
     tern_metadata *rd = open_md(uri, "t");
     cr_assert_str_eq(tern_metadata_backend(pub), "etcd");
     suite(pub, rd, "10.0.0.7:12001");
     two_clusters(uri);
     tern_metadata_close(pub);
     tern_metadata_close(rd);
-    stop_etcd(pid);
+    test_store_stop(&e);
 }
 
 Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
 {
-    int port = free_port();
+    int port = test_free_port();
     char uri[64];
     snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
-    tern_config c = cfg_for(uri, "t", 800);
+    tern_config c = test_md_config(uri, "t", 800);
     tern_metadata *md = NULL;
     uint64_t t0 = tern_now_ms();
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
@@ -465,7 +316,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
     int bh = black_hole(&port);
     snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
-    c = cfg_for(uri, "t", 800);
+    c = test_md_config(uri, "t", 800);
     t0 = tern_now_ms();
     rc = tern_metadata_open(&c, &md, err, sizeof err);
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
@@ -479,7 +330,7 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
 static int open_with(const char *dir, const char *uri, char *msg, size_t len)
 {
     char *dirs[] = {(char *)dir};
-    tern_config c = cfg_for(uri, "t", 500);
+    tern_config c = test_md_config(uri, "t", 500);
     c.plugin_path = dirs;
     tern_metadata *md = NULL;
     int rc = tern_metadata_open(&c, &md, msg, len);
@@ -540,7 +391,7 @@ Test(plugin, every_abi_check_is_made)
 Test(plugin, abi_1_0_store_gets_the_default_put_ttl)
 {
     char *dirs[] = {TERN_META_TEST_DIR};
-    tern_config c = cfg_for("v10://h:1", "t", 500);
+    tern_config c = test_md_config("v10://h:1", "t", 500);
     c.plugin_path = dirs;
     tern_metadata *md = NULL;
     cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s", err);

@@ -20,12 +20,12 @@
 
 #include "config.h"
 #include "metadata.h"
+#include "stores.h"
 #include "tern/errors.h"
 #include "tern/tern.h"
 #include "util.h"
 
 static char err[1024];
-static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
 
 /* Start the server; its first stdout line is "port N". */
 static pid_t start_server(int *port)
@@ -59,25 +59,10 @@ static void stop(pid_t pid)
     waitpid(pid, NULL, 0);
 }
 
-static tern_config cfg_for(const char *uri, int timeout_ms)
-{
-    tern_config c = {0};
-    c.metadata = (char *)uri;
-    c.cluster_id = (char *)"t";
-    c.plugin_path = plugin_dirs;
-    c.nplugin_path = 1;
-    c.connect_timeout_ms = timeout_ms;
-    c.io_timeout_ms = timeout_ms;
-    c.handshake_max_frame = 1 << 20;
-    return c;
-}
-
+/* A handle on uri; the test fails with err if it does not open. */
 static tern_metadata *open_md(const char *uri)
 {
-    tern_config c = cfg_for(uri, 2000);
-    tern_metadata *md = NULL;
-    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s: %s", uri, err);
-    return md;
+    return test_md_open(uri, "t", err, sizeof err);
 }
 
 static void expect_not_found(tern_metadata *md, const char *seg)
@@ -154,7 +139,7 @@ Test(http, down_wrong_path_and_black_hole_fail_clearly_in_time, .timeout = 60)
     int port = ntohs(a.sin_port);
     char uri[128];
     snprintf(uri, sizeof uri, "http://127.0.0.1:%d/metadata", port);
-    tern_config c = cfg_for(uri, 800);
+    tern_config c = test_md_config(uri, "t", 800);
     tern_metadata *md = NULL;
     uint64_t t0 = tern_now_ms();
     int rc = tern_metadata_open(&c, &md, err, sizeof err);
@@ -171,7 +156,7 @@ Test(http, down_wrong_path_and_black_hole_fail_clearly_in_time, .timeout = 60)
     /* A real HTTP server that serves another path: refused at open. */
     pid_t pid = start_server(&port);
     snprintf(uri, sizeof uri, "http://127.0.0.1:%d/other", port);
-    c = cfg_for(uri, 2000);
+    c = test_md_config(uri, "t", 2000);
     tern_metadata *m2 = NULL;
     rc = tern_metadata_open(&c, &m2, err, sizeof err);
     /* The server answers 404 for an unknown path too, which a GET of an

@@ -1,6 +1,7 @@
 /* tests/core/test_metadata_keepalive.c: our entry in a metadata store lives as
  * long as we do (docs/protocol.md, Metadata store entries), against real
- * redis-server and etcd processes this test starts on loopback:
+ * redis-server and etcd processes this test starts on loopback
+ * (tests/support/stores.c):
  *  - the store restarted empty has the segment again within the keep-alive
  *    period, and a peer opening it moves verified data;
  *  - a killed publisher's entry expires (TTL in redis, lease in etcd) while
@@ -8,195 +9,31 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "engine.h"
 #include "metadata.h"
+#include "stores.h"
 #include "tern/errors.h"
 #include "tern/tern.h"
 #include "util.h"
 
 static char err[1024];
 
-/* ---- helpers: ports, child services ---- */
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t sl = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &sl);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int have_binary(const char *name)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-    return system(cmd) == 0;
-}
-
-static pid_t spawn(char *const argv[])
-{
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-        int nul = open("/dev/null", O_RDWR);
-        dup2(nul, 1);
-        dup2(nul, 2);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Send req to 127.0.0.1:port and check the answer contains want. */
-static int answers(int port, const char *req, const char *want)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    int ok = 0;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        tern_io_write_all(fd, req, strlen(req), 500) == 0) {
-        char buf[1024];
-        size_t n = 0;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        while (n < sizeof buf - 1 && poll(&p, 1, 500) > 0) {
-            ssize_t r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
-            if (r <= 0)
-                break;
-            n += (size_t)r;
-            buf[n] = '\0';
-            if (strstr(buf, want)) {
-                ok = 1;
-                break;
-            }
-        }
-    }
-    close(fd);
-    return ok;
-}
-
-static void wait_ready(pid_t pid, int port, const char *req, const char *want, const char *what)
-{
-    for (int i = 0; i < 200; i++) {
-        if (answers(port, req, want))
-            return;
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            cr_assert_fail("%s exited before answering on port %d", what, port);
-        usleep(50 * 1000);
-    }
-    cr_assert_fail("%s did not answer on port %d within 10 s", what, port);
-}
-
-static void stop(pid_t pid)
-{
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-}
-
-/* port 0: a free one; else restart on that port (empty: no persistence). */
-static pid_t start_redis(int *port)
-{
-    if (!have_binary("redis-server"))
-        cr_skip_test("redis-server not installed (Debian package redis-server)");
-    if (!*port)
-        *port = free_port();
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", *port);
-    char *argv[] = {"redis-server", "--port", ps, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", NULL};
-    pid_t pid = spawn(argv);
-    wait_ready(pid, *port, "PING\r\n", "+PONG", "redis-server");
-    return pid;
-}
-
-static char etcd_dir[256];
-
-/* *port 0: free ports; else the same ports again, with a new empty data dir. */
-static int etcd_peer;
-
-static pid_t start_etcd(int *port)
-{
-    if (!have_binary("etcd"))
-        cr_skip_test("etcd not installed (Debian package etcd-server)");
-    if (!*port) {
-        *port = free_port();
-        etcd_peer = free_port();
-    }
-    int peer = etcd_peer;
-    snprintf(etcd_dir, sizeof etcd_dir, "/tmp/tern-etcd-XXXXXX");
-    cr_assert_not_null(mkdtemp(etcd_dir));
-    char client[64], peers[64], cluster[96];
-    snprintf(client, sizeof client, "http://127.0.0.1:%d", *port);
-    snprintf(peers, sizeof peers, "http://127.0.0.1:%d", peer);
-    snprintf(cluster, sizeof cluster, "default=%s", peers);
-    char *argv[] = {"etcd", "--name", "default", "--data-dir", etcd_dir,
-                    "--listen-client-urls", client, "--advertise-client-urls", client,
-                    "--listen-peer-urls", peers, "--initial-advertise-peer-urls", peers,
-                    "--initial-cluster", cluster, NULL};
-    pid_t pid = spawn(argv);
-    wait_ready(pid, *port, "GET /health HTTP/1.0\r\n\r\n", "\"health\":\"true\"", "etcd");
-    return pid;
-}
-
-static void stop_etcd(pid_t pid)
-{
-    stop(pid);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", etcd_dir);
-    if (etcd_dir[0] && system(cmd) != 0)
-        cr_log_warn("could not remove %s", etcd_dir);
-}
-
 /* ---- configuration ---- */
 
-static char *plugin_dirs[] = {TERN_BUILD_DIR "/lib/tern"};
-
-static tern_config cfg_for(const char *uri, const char *cluster, int timeout_ms)
-{
-    tern_config c = {0};
-    c.metadata = (char *)uri;
-    c.cluster_id = (char *)cluster;
-    c.plugin_path = plugin_dirs;
-    c.nplugin_path = 1;
-    c.connect_timeout_ms = timeout_ms;
-    c.io_timeout_ms = timeout_ms;
-    c.handshake_max_frame = 1 << 20;
-    return c;
-}
-
-
+/* A handle on uri in cluster; the test fails with err if it does not open. */
 static tern_metadata *open_md(const char *uri, const char *cluster)
 {
-    tern_config c = cfg_for(uri, cluster, 2000);
-    tern_metadata *md = NULL;
-    cr_assert_eq(tern_metadata_open(&c, &md, err, sizeof err), 0, "%s: %s", uri, err);
-    return md;
+    return test_md_open(uri, cluster, err, sizeof err);
 }
 
 #define PERIOD_MS 1000
@@ -229,23 +66,22 @@ static long wait_entry(tern_metadata *md, const char *seg, int want, int limit_m
 
 typedef struct store {
     const char *scheme;
-    int port;
-    pid_t pid;
+    test_store srv; /* srv.port kept across a restart */
     char uri[128];
 } store;
 
 static void store_up(store *s)
 {
-    s->pid = strcmp(s->scheme, "redis") == 0 ? start_redis(&s->port) : start_etcd(&s->port);
-    snprintf(s->uri, sizeof s->uri, "%s://127.0.0.1:%d", s->scheme, s->port);
+    if (strcmp(s->scheme, "redis") == 0)
+        test_redis_start(&s->srv);
+    else
+        test_etcd_start(&s->srv);
+    snprintf(s->uri, sizeof s->uri, "%s://127.0.0.1:%d", s->scheme, s->srv.port);
 }
 
 static void store_down(store *s)
 {
-    if (strcmp(s->scheme, "redis") == 0)
-        stop(s->pid);
-    else
-        stop_etcd(s->pid);
+    test_store_stop(&s->srv);
 }
 
 /* ---- a store restarted empty ------------------------------------------------- */
@@ -297,7 +133,7 @@ static void killed_expires(const char *scheme)
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) { /* the publisher that dies */
-        tern_config c = cfg_for(s.uri, "ka", 2000);
+        tern_config c = test_md_config(s.uri, "ka", 2000);
         tern_metadata *md = NULL;
         char d[256];
         snprintf(d, sizeof d, DESC, "seg-dead");
