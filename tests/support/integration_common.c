@@ -191,6 +191,21 @@ tern_request *same_writes(tern_segment_id seg, void *src, uint64_t remote, uint6
     return r;
 }
 
+size_t it_kill_mid_batch(tern_engine *e, tern_segment_id seg, it_peer *p, uint8_t *src,
+                         uint64_t len, size_t n, unsigned delay_us, uint64_t *waited_ms)
+{
+    tern_batch *b = tern_batch_alloc(e, n);
+    cr_assert_not_null(b, "%s", tern_engine_last_error(e));
+    tern_request *r = same_writes(seg, src, p->a, len, n);
+    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
+    usleep(delay_us);
+    kill(p->pid, SIGKILL);
+    size_t failed = wait_after_kill(b, n, 30000, waited_ms);
+    cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
+    free(r);
+    return failed;
+}
+
 void it_write_read_sizes(tern_engine *e, tern_segment_id seg, const it_peer *p, uint8_t *src,
                          uint8_t *dst, const uint64_t *sizes, size_t nsizes, unsigned seed0,
                          it_pattern pat, const char *label)

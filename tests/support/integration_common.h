@@ -105,6 +105,13 @@ size_t count_failed(tern_batch *b, size_t n);
  * the wait took. */
 size_t wait_after_kill(tern_batch *b, size_t n, int wait_ms, uint64_t *waited_ms);
 
+/* Submits n WRITEs of len bytes from src to the peer's A, SIGKILLs the peer
+ * delay_us later, wait_after_kill (30 s), and frees the batch (at once:
+ * a request ends only when no transport holds a slice of it).  Returns how
+ * many FAILED; the caller reaps the peer. */
+size_t it_kill_mid_batch(tern_engine *e, tern_segment_id seg, it_peer *p, uint8_t *src,
+                         uint64_t len, size_t n, unsigned delay_us, uint64_t *waited_ms);
+
 /* n WRITEs of the same len bytes from src to remote in seg (caller frees):
  * the batch a test kills its target under. */
 tern_request *same_writes(tern_segment_id seg, void *src, uint64_t remote, uint64_t len,

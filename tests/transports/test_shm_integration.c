@@ -116,18 +116,11 @@ Test(shm_integration, peer_killed_mid_batch_fails_in_bounded_time)
     const size_t n = 512, len = 16u << 20;
     uint8_t *src = local_buf(e, len);
     fill(src, len, 1);
-    tern_batch *b = tern_batch_alloc(e, n);
-    tern_request *r = same_writes(seg, src, p.a, len, n);
-    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
-    usleep(20000);
-    kill(p.pid, SIGKILL);
     uint64_t waited;
-    size_t failed = wait_after_kill(b, n, 30000, &waited);
+    size_t failed = it_kill_mid_batch(e, seg, &p, src, len, n, 20000, &waited);
     cr_assert_gt(failed, 0, "8 GiB were not written within 20 ms, so some must fail");
     cr_log_info("peer killed: %zu of %zu requests FAILED after %" PRIu64 " ms", failed, n,
                 waited);
-    cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
-    free(r);
     peer_reap(&p);
     tern_segment_close(e, seg);
     /* The same engine works with another peer. */

@@ -111,20 +111,11 @@ Test(tcp_integration, target_killed_mid_batch_fails_in_bounded_time)
     const size_t n = 64, len = 16u << 20;
     uint8_t *src = local_buf(e, len);
     fill(src, len, 1);
-    tern_batch *b = tern_batch_alloc(e, n);
-    tern_request *r = same_writes(seg, src, p.a, len, n);
-    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
-    usleep(100000);
-    kill(p.pid, SIGKILL);
     uint64_t waited;
-    size_t failed = wait_after_kill(b, n, 30000, &waited);
+    size_t failed = it_kill_mid_batch(e, seg, &p, src, len, n, 100000, &waited);
     cr_assert_gt(failed, 0, "1 GiB was not written within 100 ms, so some must fail");
     cr_log_info("target killed: %zu of %zu requests FAILED after %" PRIu64 " ms", failed, n,
                 waited);
-    /* A request ends only when none of its slices is still in a transport's
-     * hands, so once wait returned the batch frees at once. */
-    cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
-    free(r);
     peer_reap(&p);
     tern_segment_close(e, seg);
     /* The same engine works with another target. */
