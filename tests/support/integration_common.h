@@ -1,5 +1,7 @@
 /* tests/support/integration_common.h: the harness shared by the two-process
- * integration tests (test_tcp_integration.c, test_efa_integration.c).
+ * tests (the transports' integration tests, the hostile control-plane
+ * tests, shm fallback, the API across processes); integration_common.c
+ * holds the code, compiled into each program that includes this.
  *
  * The target engine runs in a helper program (tests/support/helpers/<x>_peer.c,
  * built on tests/support/helpers/peer_common.h) that maps GUARD | A | B | GUARD,
@@ -15,16 +17,15 @@
 #define TERN_TESTS_INTEGRATION_COMMON_H
 
 #include <criterion/criterion.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tern/tern.h"
@@ -44,145 +45,101 @@ typedef struct it_peer {
     uint64_t a, la, b, lb;
 } it_peer;
 
-static inline uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+/* The byte pattern a test file writes: byte i of seed s is
+ * ((i * mul) >> shift) ^ s. */
+typedef struct it_pattern {
+    uint32_t mul;
+    unsigned shift;
+} it_pattern;
 
-static inline void peer_line(it_peer *p, char *line, size_t len, int tmo_ms)
-{
-    struct pollfd pf = {fileno(p->out), POLLIN, 0};
-    cr_assert_gt(poll(&pf, 1, tmo_ms), 0, "the target process said nothing for %d ms", tmo_ms);
-    cr_assert(fgets(line, (int)len, p->out), "the target process closed its output");
-}
+/* This file's pattern (IT_FILL_MUL, IT_FILL_SHIFT). */
+#define IT_PATTERN ((it_pattern){IT_FILL_MUL, IT_FILL_SHIFT})
 
+uint64_t now_ms(void);
+
+/* Runs argv (argv[0] is the program) with its stdin and stdout on pipes to
+ * p->in and p->out; does not wait for anything. */
+void peer_spawn(it_peer *p, char *const argv[]);
+/* peer_spawn, then waits for the READY line and fills in what it says. */
+void peer_startv(it_peer *p, char *const argv[]);
 /* Runs  path [arg]  (arg may be NULL) and waits for its READY line. */
-static inline void peer_start(it_peer *p, const char *path, const char *arg)
-{
-    int in[2], out[2];
-    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execl(path, path, arg, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->in = fdopen(in[1], "w");
-    p->out = fdopen(out[0], "r");
-    char line[512];
-    peer_line(p, line, sizeof line, 30000);
-    int n = sscanf(line, "READY %127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, p->name,
-                   &p->a, &p->la, &p->b, &p->lb);
-    cr_assert_eq(n, 5, "unexpected line from the target: %s", line);
-}
+void peer_start(it_peer *p, const char *path, const char *arg);
+/* The next line from the target, waiting up to tmo_ms for it. */
+void peer_line(it_peer *p, char *line, size_t len, int tmo_ms);
+/* Sends a command, returns the answer line in line (10 s at most). */
+void peer_ask(it_peer *p, const char *cmd, char *line, size_t len);
+void peer_check_canaries(it_peer *p);
+/* Closes the target's stdin (EOF: it exits), waits up to 10 s for it to
+ * exit (SIGKILL after that); returns its exit status, -1 if killed. */
+int peer_reap(it_peer *p);
+/* EXIT, then peer_reap. */
+void peer_stop(it_peer *p);
 
-static inline void peer_check_canaries(it_peer *p)
-{
-    char line[128];
-    fprintf(p->in, "CHECK\n");
-    fflush(p->in);
-    peer_line(p, line, sizeof line, 10000);
-    cr_assert_str_eq(line, "CANARY ok\n", "target memory outside its buffers changed: %s", line);
-}
-
-/* Waits up to 10 s for the target to exit (SIGKILL after that). */
-static inline void peer_reap(it_peer *p)
-{
-    uint64_t end = now_ms() + 10000;
-    int st;
-    while (waitpid(p->pid, &st, WNOHANG) == 0) {
-        if (now_ms() > end) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &st, 0);
-            break;
-        }
-        usleep(10000);
-    }
-    fclose(p->in);
-    fclose(p->out);
-}
-
-static inline void peer_stop(it_peer *p)
-{
-    fprintf(p->in, "EXIT\n");
-    fflush(p->in);
-    peer_reap(p);
-}
-
-static inline uint8_t *local_buf(tern_engine *e, size_t len)
-{
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(p != MAP_FAILED);
-    cr_assert_eq(tern_register_memory(e, p, len, NULL), 0, "%s", tern_engine_last_error(e));
-    return p;
-}
+/* len bytes mapped and registered with e. */
+uint8_t *local_buf(tern_engine *e, size_t len);
+void it_fill(it_pattern pat, uint8_t *p, size_t n, unsigned seed);
 
 static inline void fill(uint8_t *p, size_t n, unsigned seed)
 {
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(((i * IT_FILL_MUL) >> IT_FILL_SHIFT) ^ seed);
+    it_fill(IT_PATTERN, p, n, seed);
 }
 
+/* Opens the peer's segment and checks the transport the core chose. */
+tern_segment_id open_expect(tern_engine *e, const it_peer *p, const char *transport);
+
 /* One request, waited for; returns its final status (msg gets its error). */
-static inline tern_status one(tern_engine *e, tern_segment_id seg, int op, void *local,
-                              uint64_t remote, uint64_t len, char *msg, size_t msglen)
-{
-    tern_batch *b = tern_batch_alloc(e, 1);
-    cr_assert(b);
-    tern_request r = {.opcode = op, .local = local, .segment = seg, .remote = remote,
-                      .length = len};
-    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
-    cr_assert_neq(tern_batch_wait(b, 60000), TERN_ERR_TIMEOUT,
-                  "a single request did not finish in 60 s");
-    tern_request_state st;
-    cr_assert_eq(tern_batch_state(b, 0, &st), 0);
-    if (msg)
-        snprintf(msg, msglen, "%s", tern_batch_error(b, 0));
-    if (st.status == TERN_COMPLETED)
-        cr_assert_eq(st.transferred, len);
-    cr_assert_eq(tern_batch_free(b), 0);
-    return st.status;
-}
+tern_status one(tern_engine *e, tern_segment_id seg, int op, void *local, uint64_t remote,
+                uint64_t len, char *msg, size_t msglen);
 
 /* WRITE n bytes of src at remote, READ them back into dst and compare;
  * what (may be NULL) names the request in the message if they differ. */
-static inline void write_read_back(tern_engine *e, tern_segment_id seg, uint8_t *src,
-                                   uint8_t *dst, uint64_t remote, uint64_t n, const char *what)
-{
-    char msg[512];
-    cr_assert_eq(one(e, seg, TERN_WRITE, src, remote, n, msg, sizeof msg), TERN_COMPLETED, "%s",
-                 msg);
-    cr_assert_eq(one(e, seg, TERN_READ, dst, remote, n, msg, sizeof msg), TERN_COMPLETED, "%s",
-                 msg);
-    if (what)
-        cr_assert_eq(memcmp(src, dst, n), 0, "%s differs", what);
-    else
-        cr_assert_eq(memcmp(src, dst, n), 0);
-}
+void write_read_back(tern_engine *e, tern_segment_id seg, uint8_t *src, uint8_t *dst,
+                     uint64_t remote, uint64_t n, const char *what);
 
 /* After a target died mid-batch: every request ended COMPLETED or FAILED,
  * each failure says why.  Returns how many FAILED. */
-static inline size_t count_failed(tern_batch *b, size_t n)
-{
-    size_t failed = 0;
-    for (size_t i = 0; i < n; i++) {
-        tern_request_state st;
-        tern_batch_state(b, i, &st);
-        cr_assert(st.status == TERN_COMPLETED || st.status == TERN_FAILED,
-                  "request %zu ended %d", i, st.status);
-        if (st.status == TERN_FAILED) {
-            failed++;
-            cr_assert(tern_batch_error(b, i)[0], "a failed request says why");
-        }
-    }
-    return failed;
-}
+size_t count_failed(tern_batch *b, size_t n);
+
+/* After the target of batch b (n requests) was killed: waits up to wait_ms
+ * until no request is pending, then count_failed.  *waited_ms is how long
+ * the wait took. */
+size_t wait_after_kill(tern_batch *b, size_t n, int wait_ms, uint64_t *waited_ms);
+
+/* Submits n WRITEs of len bytes from src to the peer's A, SIGKILLs the peer
+ * delay_us later, wait_after_kill (30 s), and frees the batch (at once:
+ * a request ends only when no transport holds a slice of it).  Returns how
+ * many FAILED; the caller reaps the peer. */
+size_t it_kill_mid_batch(tern_engine *e, tern_segment_id seg, it_peer *p, uint8_t *src,
+                         uint64_t len, size_t n, unsigned delay_us, uint64_t *waited_ms);
+
+/* n WRITEs of the same len bytes from src to remote in seg (caller frees):
+ * the batch a test kills its target under. */
+tern_request *same_writes(tern_segment_id seg, void *src, uint64_t remote, uint64_t len,
+                          size_t n);
+
+/* The data-path cases every transport's integration test runs.  A label
+ * other than "" (the transport list, say) starts each failure message. */
+
+/* For each size: fill src (seed seed0 + i), WRITE it into the peer's A,
+ * READ it back into dst, compare, and check the READ wrote nothing past
+ * its end.  Size i lands at A + 4096 i (sizes from 32 MiB on at A), 3 bytes
+ * further for odd i; src and dst hold the largest size plus one byte. */
+void it_write_read_sizes(tern_engine *e, tern_segment_id seg, const it_peer *p, uint8_t *src,
+                         uint8_t *dst, const uint64_t *sizes, size_t nsizes, unsigned seed0,
+                         it_pattern pat, const char *label);
+
+/* fill src (seed), WRITE span bytes of it across the end of A and the start
+ * of B (in_a bytes in A), READ them back into dst, compare; then the
+ * target's canaries. */
+void it_span_both_buffers(tern_engine *e, tern_segment_id seg, it_peer *p, uint8_t *src,
+                          uint8_t *dst, uint64_t span, uint64_t in_a, unsigned seed,
+                          it_pattern pat);
+
+/* READs and WRITEs outside the peer's registered buffers (its guards,
+ * straddling either end, an overflowing range, a low address) are refused
+ * with a reason, a refused READ leaves buf (1 MiB, registered) alone, and
+ * the target's canaries hold. */
+void it_refuse_outside_buffers(tern_engine *e, tern_segment_id seg, it_peer *p, uint8_t *buf,
+                               const char *label);
 
 #endif

@@ -5,15 +5,11 @@
  * - 2,000 notifications sent faster than they are read: every one is
  *   either delivered or refused to the sender with an error, never lost. */
 #include <criterion/criterion.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "integration_common.h"
 #include "tern/tern.h"
 
 #define PEER TERN_BUILD_DIR "/bin/tern-test-api-peer"
@@ -25,53 +21,15 @@ static const char *yaml = "server_name: 127.0.0.1:0\n"
                           "    slice_size: 16K\n"
                           "log_level: warn\n";
 
-typedef struct proc {
-    pid_t pid;
-    FILE *in, *out;
-    char name[128];
-} proc;
-
-static void line(proc *p, char *buf, size_t len, int ms)
+/* The peer program with up to two arguments (a2 may be NULL); its READY
+ * line names its server. */
+static void start(it_peer *p, const char *a1, const char *a2)
 {
-    struct pollfd pf = {fileno(p->out), POLLIN, 0};
-    cr_assert_gt(poll(&pf, 1, ms), 0, "the peer said nothing for %d ms", ms);
-    cr_assert(fgets(buf, (int)len, p->out), "the peer closed its output");
-}
-
-static void start(proc *p, const char *a1, const char *a2)
-{
-    int in[2], out[2];
-    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execl(PEER, PEER, a1, a2, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->in = fdopen(in[1], "w");
-    p->out = fdopen(out[0], "r");
+    char *argv[] = {(char *)PEER, (char *)a1, (char *)a2, NULL};
+    peer_spawn(p, argv);
     char buf[256];
-    line(p, buf, sizeof buf, 30000);
+    peer_line(p, buf, sizeof buf, 30000);
     cr_assert_eq(sscanf(buf, "READY %127s", p->name), 1, "%s", buf);
-}
-
-static int reap(proc *p)
-{
-    fclose(p->in);
-    int st = 0;
-    for (int i = 0; i < 1000 && waitpid(p->pid, &st, WNOHANG) == 0; i++)
-        usleep(10000);
-    if (waitpid(p->pid, &st, WNOHANG) == 0) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &st, 0);
-    }
-    fclose(p->out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static tern_engine *mk(void)
@@ -89,7 +47,7 @@ Test(api_twoproc, batch_notification_never_before_its_data, .timeout = 590)
     enum { LEN = 128 << 10, NREQ = 4, ROUNDS = 10000 };
     char arg[32];
     snprintf(arg, sizeof arg, "%d", LEN);
-    proc p;
+    it_peer p;
     start(&p, "recv", arg);
     tern_engine *e = mk();
     tern_segment_id s = tern_segment_open(e, p.name);
@@ -128,13 +86,13 @@ Test(api_twoproc, batch_notification_never_before_its_data, .timeout = 590)
     }
     cr_assert_eq(tern_notify_send(e, s, "done", ""), 0);
     char res[128];
-    line(&p, res, sizeof res, 30000);
+    peer_line(&p, res, sizeof res, 30000);
     unsigned rounds, badr;
     cr_assert_eq(sscanf(res, "RESULT rounds=%u bad=%u", &rounds, &badr), 2, "%s", res);
     cr_assert_eq(rounds, ROUNDS);
     cr_assert_eq(badr, 0, "%u rounds had a stale byte at receipt", badr);
     cr_assert_eq(stale, 0);
-    cr_assert_eq(reap(&p), 0);
+    cr_assert_eq(peer_reap(&p), 0);
     cr_assert_eq(tern_batch_free(b), 0);
     tern_engine_destroy(e);
     free(src);
@@ -143,7 +101,7 @@ Test(api_twoproc, batch_notification_never_before_its_data, .timeout = 590)
 Test(api_twoproc, flood_is_delivered_or_refused_never_dropped, .timeout = 300)
 {
     enum { N = 2000 };
-    proc p;
+    it_peer p;
     start(&p, "flood", NULL);
     tern_engine *e = mk();
     tern_segment_id s = tern_segment_open(e, p.name);
@@ -170,11 +128,11 @@ Test(api_twoproc, flood_is_delivered_or_refused_never_dropped, .timeout = 300)
     fprintf(p.in, "GO\n");
     fflush(p.in);
     char res[128];
-    line(&p, res, sizeof res, 60000);
+    peer_line(&p, res, sizeof res, 60000);
     unsigned received, refused;
     cr_assert_eq(sscanf(res, "RECEIVED %u REFUSED %u", &received, &refused), 2, "%s", res);
     cr_assert_eq(received, ok, "accepted %u, received %u: a silent drop", ok, received);
     cr_assert_eq(refused, busy);
-    cr_assert_eq(reap(&p), 0);
+    cr_assert_eq(peer_reap(&p), 0);
     tern_engine_destroy(e);
 }

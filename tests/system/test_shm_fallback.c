@@ -19,13 +19,8 @@ TestSuite(shm_fallback, .timeout = 240);
 
 Test(shm_fallback, peer_in_another_pid_namespace_falls_back_to_tcp)
 {
-    if (geteuid() != 0)
-        cr_skip_test("needs root for unshare --pid");
-    cr_assert_eq(access("/usr/bin/unshare", X_OK), 0, "unshare(1) is needed (util-linux)");
     it_peer p;
-    char *argv[] = {"/usr/bin/unshare", "--pid", "--fork", (char *)SHM_PEER_PATH, "shm,tcp",
-                    "127.0.0.1:0", NULL};
-    shm_peer_startv(&p, argv);
+    shm_peer_start_in_pid_ns(&p);
     tern_engine *e = shm_engine_new("shm,tcp", "test_shm_fallback");
     tern_segment_id seg = tern_segment_open(e, p.name);
     cr_assert_geq(seg, 0, "open %s: %s", p.name, tern_engine_last_error(e));
@@ -49,9 +44,9 @@ Test(shm_fallback, restarted_peer_reached_again_on_the_same_segment)
      * the old descriptor still covers them and only the process changed. */
     it_peer p;
     char *argv[] = {(char *)SHM_PEER_PATH, "shm,tcp", "127.0.0.1:0", "fixed", NULL};
-    shm_peer_startv(&p, argv);
+    peer_startv(&p, argv);
     tern_engine *e = shm_engine_new("shm,tcp", "test_shm_fallback");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     uint8_t *src = local_buf(e, 1 << 20), *dst = local_buf(e, 1 << 20);
     fill(src, 1 << 20, 1);
     write_read_back(e, seg, src, dst, p.a, 1 << 20, "before the restart");
@@ -61,7 +56,7 @@ Test(shm_fallback, restarted_peer_reached_again_on_the_same_segment)
     peer_reap(&p);
     it_peer q;
     char *argv2[] = {(char *)SHM_PEER_PATH, "shm,tcp", name, "fixed", NULL};
-    shm_peer_startv(&q, argv2);
+    peer_startv(&q, argv2);
     cr_assert_eq(q.a, p.a, "the restarted peer's buffer moved");
     /* The first request may still meet the old process's endpoint and fail;
      * one of the next three must reach the new process. */

@@ -59,40 +59,9 @@ int inst_poll(inst *in, tern_slice **done, int max, int tmo_ms)
     return n;
 }
 
-static void h_log(void *host, int level, const char *fmt, ...)
-{
-    (void)host;
-    if (level > TERN_LOG_WARN && !getenv("TERN_TEST_VERBOSE"))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[plugin %d] ", level);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-static const char *h_get(void *host, const char *key)
-{
-    inst *in = host;
-    for (int i = 0; i < in->nkv; i++)
-        if (!strcmp(in->keys[i], key))
-            return in->vals[i];
-    return NULL;
-}
-
-static int64_t h_get_int(void *host, const char *key, int64_t fallback)
-{
-    const char *v = h_get(host, key);
-    return v ? strtoll(v, NULL, 0) : fallback;
-}
-
 void load_plugin(void)
 {
-    g_dl = dlopen(PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    cr_assert(g_dl, "dlopen %s: %s", PLUGIN_PATH, dlerror());
-    T = dlsym(g_dl, TERN_TRANSPORT_SYMBOL);
-    cr_assert(T, "no symbol %s", TERN_TRANSPORT_SYMBOL);
+    T = plugin_load(PLUGIN_PATH, &g_dl);
     cr_assert_eq(T->magic, TERN_TRANSPORT_MAGIC);
     cr_assert_eq(T->abi_major, TERN_TRANSPORT_ABI_MAJOR);
     cr_assert_str_eq(T->name, "tcp");
@@ -109,26 +78,12 @@ void unload_plugin(void)
 inst *inst_new(const char *k0, ...)
 {
     inst *in = calloc(1, sizeof *in);
-    va_list ap;
-    va_start(ap, k0);
-    for (const char *k = k0; k && in->nkv < 8; k = va_arg(ap, const char *)) {
-        in->keys[in->nkv] = k;
-        in->vals[in->nkv++] = va_arg(ap, const char *);
-    }
-    va_end(ap);
-    in->hs = (tern_host_services){
-        .struct_size = sizeof(tern_host_services), .host = in, .log = h_log,
-        .config_get = h_get, .config_get_int = h_get_int, .alloc = malloc, .free = free,
-        .desc_set_str = tern_desc_set_str, .desc_set_u64 = tern_desc_set_u64,
-        .desc_set_u32_array = tern_desc_set_u32_array, .desc_get_str = tern_desc_get_str,
-        .desc_get_u64 = tern_desc_get_u64, .desc_get_u32_array = tern_desc_get_u32_array,
-        .server_name = "127.0.0.1:0", .io_timeout_ms = 3000, .sysfs_root = "/sys",
-        .complete = h_complete};
     pthread_mutex_init(&in->cq_mu, NULL);
     pthread_cond_init(&in->cq_cv, NULL);
-    char err[512] = "";
-    int rc = T->init(&in->hs, &in->ctx, err, sizeof err);
-    cr_assert_eq(rc, 0, "init: %d %s", rc, err);
+    va_list ap;
+    va_start(ap, k0);
+    in->ctx = plugin_host_start(&in->ph, T, 3000, h_complete, k0, ap);
+    va_end(ap);
     return in;
 }
 
@@ -143,17 +98,7 @@ void inst_free(inst *in)
 /* An endpoint from `from` to `to`'s advertised data port, connected. */
 void *ep_to(inst *from, inst *to)
 {
-    tern_desc *blob = tern_desc_new();
-    cr_assert_eq(T->segment_describe(to->ctx, blob), 0);
-    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "peer", .peer_segment = blob};
-    void *ep = NULL;
-    char err[512] = "";
-    int rc = T->ep_open(from->ctx, &p, &ep, err, sizeof err);
-    tern_desc_free(blob);
-    cr_assert_eq(rc, 0, "ep_open: %s", err);
-    rc = T->ep_connect(ep, NULL, err, sizeof err);
-    cr_assert_eq(rc, 0, "ep_connect: %s", err);
-    return ep;
+    return plugin_ep_to(T, from->ctx, to->ctx);
 }
 
 uint64_t now_ms(void)
@@ -185,15 +130,7 @@ void run_slices(inst *in, void *ep, tern_slice **s, int n, int tmo_ms)
 
 tern_slice *mk(int op, void *local, uint64_t remote, uint64_t len)
 {
-    tern_slice *s = calloc(1, sizeof *s);
-    s->struct_size = sizeof *s;
-    s->opcode = op;
-    s->local = local;
-    s->remote = remote;
-    s->length = len;
-    s->status = 12345;
-    s->core = s;
-    return s;
+    return plugin_slice_new(op, local, 0, remote, 0, len);
 }
 
 /* One slice, synchronously; returns its status. */

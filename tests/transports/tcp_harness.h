@@ -2,7 +2,7 @@
  * through its vtable, as test_tcp_transport.c and test_tcp_transport_wire.c
  * (the test program test_tcp_transport) use it: the plugin dlopen()ed from
  * the build's lib/tern directory, plugin instances with host services
- * filled in here, slices run to completion, and target memory with canary
+ * (support/plugin_harness.h) that queue completed slices, slices run to completion, and target memory with canary
  * bytes around a registered window. */
 #ifndef TERN_TEST_TCP_HARNESS_H
 #define TERN_TEST_TCP_HARNESS_H
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "tern/tern.h"
+#include "plugin_harness.h"
 #include "tern/transport.h"
 
 #define PLUGIN_PATH TERN_BUILD_DIR "/lib/tern/libtern-tcp.so"
@@ -20,10 +21,8 @@
 extern const tern_transport *T;
 
 typedef struct inst {
+    plugin_host ph; /* first: see plugin_harness.h */
     void *ctx;
-    tern_host_services hs;
-    const char *keys[8], *vals[8];
-    int nkv;
     /* slices handed back through the host service complete() */
     pthread_mutex_t cq_mu;
     pthread_cond_t cq_cv;

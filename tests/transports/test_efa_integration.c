@@ -46,17 +46,6 @@ static tern_engine *engine_new(const char *list)
     return e;
 }
 
-static tern_segment_id open_expect(tern_engine *e, it_peer *p, const char *transport)
-{
-    char xp[32] = "";
-    tern_segment_id seg = tern_segment_open(e, p->name);
-    cr_assert_geq(seg, 0, "open %s: %s", p->name, tern_engine_last_error(e));
-    cr_assert_eq(tern_segment_transport(e, seg, xp, sizeof xp), 0, "%s",
-                 tern_engine_last_error(e));
-    cr_assert_str_eq(xp, transport, "negotiated %s, expected %s", xp, transport);
-    return seg;
-}
-
 TestSuite(efa_integration, .timeout = 180);
 
 /* ---- data path: the same suite as the TCP transport's ---------------------- */
@@ -64,29 +53,16 @@ TestSuite(efa_integration, .timeout = 180);
 static void data_path(const char *list)
 {
     it_peer p;
-    char msg[512];
     tern_engine *e = engine_new(list);
     peer_start(&p, PEER_PATH, list);
     tern_segment_id seg = open_expect(e, &p, "efa");
     size_t cap = (16u << 20) + 8192;
     uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
     const uint64_t sizes[] = {1, 4096, 65536, 65537, (16u << 20) + 3};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        uint64_t n = sizes[i], at = p.a + 4096 * i + (i & 1) * 3;
-        fill(src, n, (unsigned)i + 5);
-        memset(dst, 0, n);
-        cr_assert_eq(one(e, seg, TERN_WRITE, src, at, n, msg, sizeof msg), TERN_COMPLETED,
-                     "%s WRITE %" PRIu64 " B: %s", list, n, msg);
-        cr_assert_eq(one(e, seg, TERN_READ, dst, at, n, msg, sizeof msg), TERN_COMPLETED,
-                     "%s READ %" PRIu64 " B: %s", list, n, msg);
-        cr_assert_eq(memcmp(src, dst, n), 0, "%s READ back of %" PRIu64 " B differs", list, n);
-    }
+    it_write_read_sizes(e, seg, &p, src, dst, sizes, sizeof sizes / sizeof *sizes, 5,
+                        IT_PATTERN, list);
     /* across the boundary between the two registered buffers */
-    uint64_t span = 300000, at = p.b - 150000;
-    fill(src, span, 77);
-    memset(dst, 0, span);
-    write_read_back(e, seg, src, dst, at, span, "the request spanning A and B");
-    peer_check_canaries(&p);
+    it_span_both_buffers(e, seg, &p, src, dst, 300000, 150000, 77, IT_PATTERN);
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
     peer_stop(&p);
@@ -102,29 +78,7 @@ static void refused(const char *list)
     peer_start(&p, PEER_PATH, list);
     tern_segment_id seg = open_expect(e, &p, "efa");
     uint8_t *buf = local_buf(e, 1 << 20);
-    memset(buf, 0x5A, 1 << 20);
-    struct {
-        uint64_t addr, len;
-        const char *what;
-    } bad[] = {
-        {p.a - 4096, 4096, "in the guard below A"},
-        {p.a - 1, 2, "straddling A's start"},
-        {p.b + p.lb - 1, 2, "straddling B's end"},
-        {p.b + p.lb, 65536, "in the guard above B"},
-        {UINT64_MAX - 100, 4096, "addr + len overflows"},
-        {4096, 4096, "a low address"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
-            char msg[512] = "";
-            tern_status st = one(e, seg, op, buf, bad[i].addr, bad[i].len, msg, sizeof msg);
-            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s %s ended %d", list,
-                      op == TERN_READ ? "READ" : "WRITE", bad[i].what, st);
-            cr_assert(msg[0], "a refused request says why (%s)", bad[i].what);
-        }
-    for (size_t i = 0; i < 1 << 20; i++)
-        cr_assert_eq(buf[i], 0x5A, "a refused READ wrote local memory");
-    peer_check_canaries(&p);
+    it_refuse_outside_buffers(e, seg, &p, buf, list);
     char msg[512];
     cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 4096, msg, sizeof msg), TERN_COMPLETED,
                  "a good request after the refusals: %s", msg);
@@ -174,10 +128,7 @@ static void killed(const char *list)
     uint8_t *src = local_buf(e, len);
     fill(src, len, 3);
     tern_batch *b = tern_batch_alloc(e, n);
-    tern_request *r = calloc(n, sizeof *r);
-    for (size_t i = 0; i < n; i++)
-        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src, .segment = seg,
-                              .remote = p.a, .length = len};
+    tern_request *r = same_writes(seg, src, p.a, len, n);
     /* tern_batch_submit may itself move data while it hands slices over,
      * so the kill comes from a thread 20 ms after the start. */
     pthread_t killer;
@@ -185,12 +136,8 @@ static void killed(const char *list)
     uint64_t ts = now_ms();
     cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
     pthread_join(killer, NULL);
-    uint64_t t0 = now_ms();
-    uint64_t submit_ms = t0 - ts;
-    int rc = tern_batch_wait(b, 60000);
-    uint64_t waited = now_ms() - t0;
-    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "%s: requests pending 60 s after the target died", list);
-    size_t failed = count_failed(b, n);
+    uint64_t submit_ms = now_ms() - ts, waited;
+    size_t failed = wait_after_kill(b, n, 60000, &waited);
     cr_assert_gt(failed, 0, "%s: 32 GiB cannot be written before the kill: some must fail "
                  "(submit took %" PRIu64 " ms, wait %" PRIu64 " ms)", list, submit_ms, waited);
     cr_log_info("%s: target killed: %zu of %zu FAILED after %" PRIu64 " ms (first: %s)", list,

@@ -22,23 +22,13 @@ Test(shm_integration, write_read_byte_exact_1B_to_64MiB_plus_3)
     it_peer p;
     shm_peer_start(&p, "shm,tcp", NULL);
     tern_engine *e = shm_engine_new("shm,tcp", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     size_t cap = (64u << 20) + 8192;
     uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
     const uint64_t sizes[] = {1, 2, 7, 4096, 65535, 65537, 1u << 20, (4u << 20) + 1,
                               (16u << 20) + 3, (64u << 20) + 3};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        uint64_t n = sizes[i], at = p.a + (i & 1) * 3 + (n < (32u << 20) ? 4096 * i : 0);
-        fill(src, n, (unsigned)i + 11);
-        memset(dst, 0, n + 1);
-        char msg[512];
-        cr_assert_eq(one(e, seg, TERN_WRITE, src, at, n, msg, sizeof msg), TERN_COMPLETED,
-                     "WRITE %" PRIu64 " B: %s", n, msg);
-        cr_assert_eq(one(e, seg, TERN_READ, dst, at, n, msg, sizeof msg), TERN_COMPLETED,
-                     "READ %" PRIu64 " B: %s", n, msg);
-        cr_assert_eq(memcmp(src, dst, n), 0, "READ back of %" PRIu64 " B differs", n);
-        cr_assert_eq(dst[n], 0, "READ of %" PRIu64 " B wrote past its end", n);
-    }
+    it_write_read_sizes(e, seg, &p, src, dst, sizes, sizeof sizes / sizeof *sizes, 11,
+                        IT_PATTERN, "");
     peer_check_canaries(&p);
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
@@ -50,13 +40,10 @@ Test(shm_integration, request_spanning_both_buffers)
     it_peer p;
     shm_peer_start(&p, "shm,tcp", NULL);
     tern_engine *e = shm_engine_new("shm", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
-    uint64_t span = 300000, at = p.b - 150001;
+    tern_segment_id seg = open_expect(e, &p, "shm");
+    uint64_t span = 300000;
     uint8_t *src = local_buf(e, span), *dst = local_buf(e, span);
-    fill(src, span, 99);
-    memset(dst, 0, span);
-    write_read_back(e, seg, src, dst, at, span, "the request spanning A and B");
-    peer_check_canaries(&p);
+    it_span_both_buffers(e, seg, &p, src, dst, span, 150001, 99, IT_PATTERN);
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
     peer_stop(&p);
@@ -67,29 +54,9 @@ Test(shm_integration, unregistered_and_out_of_range_refused)
     it_peer p;
     shm_peer_start(&p, "shm,tcp", NULL);
     tern_engine *e = shm_engine_new("shm", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     uint8_t *buf = local_buf(e, 1 << 20);
-    memset(buf, 0x5A, 1 << 20);
-    struct { uint64_t addr, len; const char *what; } bad[] = {
-        {p.a - 4096, 4096, "in the guard below A"},
-        {p.a - 1, 2, "straddling A's start"},
-        {p.b + p.lb - 1, 2, "straddling B's end"},
-        {p.b + p.lb, 65536, "in the guard above B"},
-        {UINT64_MAX - 100, 4096, "addr + len overflows"},
-        {4096, 4096, "a low address"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        for (int op = TERN_READ; op <= TERN_WRITE; op++) {
-            char msg[512] = "";
-            tern_status st = one(e, seg, op, buf, bad[i].addr, bad[i].len, msg, sizeof msg);
-            cr_assert(st == TERN_INVALID || st == TERN_FAILED, "%s %s ended %d",
-                      op == TERN_READ ? "READ" : "WRITE", bad[i].what, st);
-            cr_assert(msg[0], "a refused request says why (%s)", bad[i].what);
-        }
-    }
-    for (size_t i = 0; i < 1 << 20; i++)
-        cr_assert_eq(buf[i], 0x5A, "a refused READ wrote local memory");
-    peer_check_canaries(&p);
+    it_refuse_outside_buffers(e, seg, &p, buf, "");
     /* An unregistered LOCAL buffer is refused too, and untouched. */
     uint8_t *unreg = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     memset(unreg, 0x77, 65536);
@@ -114,13 +81,13 @@ Test(shm_integration, buffer_unregistered_by_the_peer_is_never_written)
     it_peer p;
     shm_peer_start(&p, "shm,tcp", NULL);
     tern_engine *e = shm_engine_new("shm", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     uint8_t *buf = local_buf(e, 1 << 20);
     fill(buf, 1 << 20, 3);
     char msg[512] = "", line[128];
     cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.b, 65536, msg, sizeof msg), TERN_COMPLETED,
                  "B while registered: %s", msg);
-    shm_peer_ask(&p, "UNREG_B", line, sizeof line);
+    peer_ask(&p, "UNREG_B", line, sizeof line);
     cr_assert_str_eq(line, "UNREG ok\n");
     for (int op = TERN_READ; op <= TERN_WRITE; op++) {
         /* the first refusal makes the core refetch the descriptor: the
@@ -130,7 +97,7 @@ Test(shm_integration, buffer_unregistered_by_the_peer_is_never_written)
                   "%s of an unregistered buffer did not fail", op == TERN_READ ? "READ" : "WRITE");
         cr_assert(strstr(msg, "registration"), "the refusal names the registration: %s", msg);
     }
-    shm_peer_ask(&p, "CHECK_B", line, sizeof line);
+    peer_ask(&p, "CHECK_B", line, sizeof line);
     cr_assert_str_eq(line, "B ok\n", "the unregistered buffer was written: %s", line);
     peer_check_canaries(&p);
     cr_assert_eq(one(e, seg, TERN_WRITE, buf, p.a, 65536, msg, sizeof msg), TERN_COMPLETED,
@@ -145,34 +112,21 @@ Test(shm_integration, peer_killed_mid_batch_fails_in_bounded_time)
     it_peer p;
     shm_peer_start(&p, "shm", NULL);
     tern_engine *e = shm_engine_new("shm", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     const size_t n = 512, len = 16u << 20;
     uint8_t *src = local_buf(e, len);
     fill(src, len, 1);
-    tern_batch *b = tern_batch_alloc(e, n);
-    tern_request *r = calloc(n, sizeof *r);
-    for (size_t i = 0; i < n; i++)
-        r[i] = (tern_request){.opcode = TERN_WRITE, .local = src, .segment = seg,
-                              .remote = p.a, .length = len};
-    cr_assert_eq(tern_batch_submit(b, r, n), (int)n);
-    usleep(20000);
-    kill(p.pid, SIGKILL);
-    uint64_t t0 = now_ms();
-    int rc = tern_batch_wait(b, 30000);
-    uint64_t waited = now_ms() - t0;
-    cr_assert_neq(rc, TERN_ERR_TIMEOUT, "requests still pending 30 s after the peer died");
-    size_t failed = count_failed(b, n);
+    uint64_t waited;
+    size_t failed = it_kill_mid_batch(e, seg, &p, src, len, n, 20000, &waited);
     cr_assert_gt(failed, 0, "8 GiB were not written within 20 ms, so some must fail");
     cr_log_info("peer killed: %zu of %zu requests FAILED after %" PRIu64 " ms", failed, n,
                 waited);
-    cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
-    free(r);
     peer_reap(&p);
     tern_segment_close(e, seg);
     /* The same engine works with another peer. */
     it_peer q;
     shm_peer_start(&q, "shm", NULL);
-    tern_segment_id seg2 = shm_open_expect(e, &q, "shm");
+    tern_segment_id seg2 = open_expect(e, &q, "shm");
     uint8_t *dst = local_buf(e, 1 << 20);
     write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);
     tern_segment_close(e, seg2);
@@ -186,15 +140,10 @@ Test(shm_integration, peer_killed_mid_batch_fails_in_bounded_time)
  * request's error unchanged. */
 Test(shm_integration, peer_in_another_pid_namespace_is_unreachable)
 {
-    if (geteuid() != 0)
-        cr_skip_test("needs root for unshare --pid");
-    cr_assert_eq(access("/usr/bin/unshare", X_OK), 0, "unshare(1) is needed (util-linux)");
     it_peer p;
-    char *argv[] = {"/usr/bin/unshare", "--pid", "--fork", (char *)SHM_PEER_PATH, "shm,tcp",
-                    "127.0.0.1:0", NULL};
-    shm_peer_startv(&p, argv);
+    shm_peer_start_in_pid_ns(&p);
     tern_engine *e = shm_engine_new("shm", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     uint8_t *buf = local_buf(e, 65536);
     memset(buf, 0x11, 65536);
     char msg[768] = "";
@@ -280,7 +229,7 @@ Test(shm_integration, restarted_peer_reached_after_reopen)
     it_peer p;
     shm_peer_start(&p, "shm,tcp", NULL);
     tern_engine *e = shm_engine_new("shm", "test_shm_integration");
-    tern_segment_id seg = shm_open_expect(e, &p, "shm");
+    tern_segment_id seg = open_expect(e, &p, "shm");
     uint8_t *src = local_buf(e, 1 << 20), *dst = local_buf(e, 1 << 20);
     fill(src, 1 << 20, 21);
     write_read_back(e, seg, src, dst, p.a, 1 << 20, "before the restart");
@@ -292,7 +241,7 @@ Test(shm_integration, restarted_peer_reached_after_reopen)
     it_peer q;
     shm_peer_start(&q, "shm,tcp", name);
     cr_assert_str_eq(q.name, name);
-    seg = shm_open_expect(e, &q, "shm");
+    seg = open_expect(e, &q, "shm");
     fill(src, 1 << 20, 22);
     write_read_back(e, seg, src, dst, q.a, 1 << 20, "after the restart");
     peer_check_canaries(&q);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "desc.h"
+#include "plugin_harness.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
 
@@ -28,10 +29,8 @@ static void *g_dl;
 static const tern_transport *T;
 
 typedef struct inst {
+    plugin_host ph; /* first: see plugin_harness.h */
     void *ctx;
-    tern_host_services hs;
-    const char *keys[8], *vals[8];
-    int nkv;
 } inst;
 
 /* Completions from the plugin's workers: counted under a lock. */
@@ -43,34 +42,6 @@ static int g_done;
  * after a failure). */
 static void *g_close_in_complete;
 static int g_submitted; /* the core never closes an endpoint during submit */
-
-static void h_log(void *host, int level, const char *fmt, ...)
-{
-    (void)host;
-    if (level > TERN_LOG_WARN && !getenv("TERN_TEST_VERBOSE"))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[plugin %d] ", level);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-static const char *h_get(void *host, const char *key)
-{
-    inst *in = host;
-    for (int i = 0; i < in->nkv; i++)
-        if (!strcmp(in->keys[i], key))
-            return in->vals[i];
-    return NULL;
-}
-
-static int64_t h_get_int(void *host, const char *key, int64_t fallback)
-{
-    const char *v = h_get(host, key);
-    return v ? strtoll(v, NULL, 0) : fallback;
-}
 
 static void h_complete(void *host, tern_slice *s)
 {
@@ -91,10 +62,7 @@ static void h_complete(void *host, tern_slice *s)
 
 static void load_plugin(void)
 {
-    g_dl = dlopen(PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    cr_assert(g_dl, "dlopen %s: %s", PLUGIN_PATH, dlerror());
-    T = dlsym(g_dl, TERN_TRANSPORT_SYMBOL);
-    cr_assert(T, "no symbol %s", TERN_TRANSPORT_SYMBOL);
+    T = plugin_load(PLUGIN_PATH, &g_dl);
     cr_assert_str_eq(T->name, "shm");
     cr_assert_eq(T->abi_minor, TERN_TRANSPORT_ABI_MINOR);
     cr_assert_null(T->poll, "shm hands slices back through complete()");
@@ -114,22 +82,8 @@ static inst *inst_new(const char *k0, ...)
     inst *in = calloc(1, sizeof *in);
     va_list ap;
     va_start(ap, k0);
-    for (const char *k = k0; k && in->nkv < 8; k = va_arg(ap, const char *)) {
-        in->keys[in->nkv] = k;
-        in->vals[in->nkv++] = va_arg(ap, const char *);
-    }
+    in->ctx = plugin_host_start(&in->ph, T, 3000, h_complete, k0, ap);
     va_end(ap);
-    in->hs = (tern_host_services){
-        .struct_size = sizeof(tern_host_services), .host = in, .log = h_log,
-        .config_get = h_get, .config_get_int = h_get_int, .alloc = malloc, .free = free,
-        .desc_set_str = tern_desc_set_str, .desc_set_u64 = tern_desc_set_u64,
-        .desc_set_u32_array = tern_desc_set_u32_array, .desc_get_str = tern_desc_get_str,
-        .desc_get_u64 = tern_desc_get_u64, .desc_get_u32_array = tern_desc_get_u32_array,
-        .server_name = "127.0.0.1:0", .io_timeout_ms = 3000, .sysfs_root = "/sys",
-        .complete = h_complete};
-    char err[512] = "";
-    int rc = T->init(&in->hs, &in->ctx, err, sizeof err);
-    cr_assert_eq(rc, 0, "init: %d %s", rc, err);
     return in;
 }
 
@@ -187,17 +141,7 @@ static void *connect_pair(inst *from, inst *to, void **pep)
 static tern_slice *mk(int op, void *local, uint64_t lkey, uint64_t remote, uint64_t rkey,
                       uint64_t len)
 {
-    tern_slice *s = calloc(1, sizeof *s);
-    s->struct_size = sizeof *s;
-    s->opcode = op;
-    s->local = local;
-    s->lkey = lkey;
-    s->remote = remote;
-    s->rkey = rkey;
-    s->length = len;
-    s->status = 12345;
-    s->core = s;
-    return s;
+    return plugin_slice_new(op, local, lkey, remote, rkey, len);
 }
 
 /* Submit n slices, wait (bounded) until every one came back once. */

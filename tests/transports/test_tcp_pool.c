@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 
 #include "desc.h"
+#include "plugin_harness.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
 
@@ -39,43 +40,14 @@ static void *g_dl;
 static const tern_transport *T;
 
 typedef struct inst {
+    plugin_host ph; /* first: see plugin_harness.h */
     void *ctx;
-    tern_host_services hs;
-    const char *keys[8], *vals[8];
-    int nkv;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int ndone;
     pthread_t submitter;             /* completions on this thread are counted */
     int on_submitter;
 } inst;
-
-static void h_log(void *host, int level, const char *fmt, ...)
-{
-    (void)host;
-    if (level > TERN_LOG_WARN)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-static const char *h_get(void *host, const char *key)
-{
-    inst *in = host;
-    for (int i = 0; i < in->nkv; i++)
-        if (!strcmp(in->keys[i], key))
-            return in->vals[i];
-    return NULL;
-}
-
-static int64_t h_get_int(void *host, const char *key, int64_t fallback)
-{
-    const char *v = h_get(host, key);
-    return v ? strtoll(v, NULL, 0) : fallback;
-}
 
 /* Each slice's core field points at a counter: exactly once means 1. */
 static void h_complete(void *host, tern_slice *s)
@@ -93,26 +65,12 @@ static void h_complete(void *host, tern_slice *s)
 static inst *inst_new(const char *k0, ...)
 {
     inst *in = calloc(1, sizeof *in);
-    va_list ap;
-    va_start(ap, k0);
-    for (const char *k = k0; k && in->nkv < 8; k = va_arg(ap, const char *)) {
-        in->keys[in->nkv] = k;
-        in->vals[in->nkv++] = va_arg(ap, const char *);
-    }
-    va_end(ap);
     pthread_mutex_init(&in->mu, NULL);
     pthread_cond_init(&in->cv, NULL);
-    in->hs = (tern_host_services){
-        .struct_size = sizeof(tern_host_services), .host = in, .log = h_log,
-        .config_get = h_get, .config_get_int = h_get_int, .alloc = malloc, .free = free,
-        .desc_set_str = tern_desc_set_str, .desc_set_u64 = tern_desc_set_u64,
-        .desc_set_u32_array = tern_desc_set_u32_array, .desc_get_str = tern_desc_get_str,
-        .desc_get_u64 = tern_desc_get_u64, .desc_get_u32_array = tern_desc_get_u32_array,
-        .server_name = "127.0.0.1:0", .io_timeout_ms = 5000, .sysfs_root = "/sys",
-        .complete = h_complete};
-    char err[512] = "";
-    int rc = T->init(&in->hs, &in->ctx, err, sizeof err);
-    cr_assert_eq(rc, 0, "init: %d %s", rc, err);
+    va_list ap;
+    va_start(ap, k0);
+    in->ctx = plugin_host_start(&in->ph, T, 5000, h_complete, k0, ap);
+    va_end(ap);
     return in;
 }
 
@@ -139,17 +97,7 @@ static void inst_wait(inst *in, int want, int tmo_ms)
 
 static void *ep_to(inst *from, inst *to)
 {
-    tern_desc *blob = tern_desc_new();
-    cr_assert_eq(T->segment_describe(to->ctx, blob), 0);
-    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "peer", .peer_segment = blob};
-    void *ep = NULL;
-    char err[512] = "";
-    int rc = T->ep_open(from->ctx, &p, &ep, err, sizeof err);
-    tern_desc_free(blob);
-    cr_assert_eq(rc, 0, "ep_open: %s", err);
-    rc = T->ep_connect(ep, NULL, err, sizeof err);
-    cr_assert_eq(rc, 0, "ep_connect: %s", err);
-    return ep;
+    return plugin_ep_to(T, from->ctx, to->ctx);
 }
 
 static int count_dir(const char *path)
@@ -178,10 +126,7 @@ static uint64_t query_count(inst *in, const char *what)
 
 static void setup(void)
 {
-    g_dl = dlopen(PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    cr_assert(g_dl, "dlopen %s: %s", PLUGIN_PATH, dlerror());
-    T = dlsym(g_dl, TERN_TRANSPORT_SYMBOL);
-    cr_assert(T);
+    T = plugin_load(PLUGIN_PATH, &g_dl);
     cr_assert_null(T->poll, "slices come back through complete(), not poll()");
     cr_assert_geq(T->abi_minor, 1);
 }

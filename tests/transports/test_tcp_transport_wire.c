@@ -315,11 +315,11 @@ Test(tcp_transport, options_are_honoured)
         cr_assert_eq(accepted.nodelay[i], 0, "target TCP_NODELAY on; nodelay: false");
     }
     /* A second instance cannot take the same port: a clear error. */
-    tern_host_services hs = tg->hs;
+    tern_host_services hs = tg->ph.hs;
     const char *k[] = {"port"}, *v[] = {fixed};
-    inst tmp = {.nkv = 1};
-    tmp.keys[0] = k[0];
-    tmp.vals[0] = v[0];
+    inst tmp = {.ph.nkv = 1};
+    tmp.ph.keys[0] = k[0];
+    tmp.ph.vals[0] = v[0];
     hs.host = &tmp;
     void *ctx2 = NULL;
     char err[512] = "";
