@@ -36,6 +36,21 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+# A fresh machine may still be running its own apt job (the dpkg lock is
+# waited for, up to 5 minutes) or meet a mirror that fails for a moment (three
+# tries, the last error printed).
+APT=(apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for try in 1 2 3; do
+  if $SUDO "${APT[@]}" update -qq >"$log" 2>&1 &&
+     $SUDO "${APT[@]}" install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+    echo "install-deps: done"
+    exit 0
+  fi
+  echo "install-deps: try $try of 3 failed:" >&2
+  tail -n 5 "$log" >&2
+  [ "$try" -lt 3 ] && sleep 10
+done
+echo "install-deps: could not install ${missing[*]} (see the apt errors above)" >&2
+exit 1

@@ -39,8 +39,8 @@ for p in build-essential cmake pkg-config libibverbs-dev libnuma-dev libgoogle-g
 done
 if [ ${#need[@]} -gt 0 ]; then
     log "installing ${need[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 src=$CACHE/src/Mooncake-$MC_TAG
