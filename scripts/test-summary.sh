@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # scripts/test-summary.sh BUILD_DIR: after ctest, one line per test with its
-# Criterion synthesis (or, for script tests, its last line), then the
-# Criterion totals.  CTest shows a test's output only when it fails; this
-# makes the per-test counts visible on success too.
+# Criterion synthesis (or, for script tests, its last line) and, under it,
+# every case that skipped with its reason, then the Criterion totals.  CTest
+# shows a test's output only when it fails; this makes the per-test counts
+# and the skips visible on success too.
 set -eu
 log="${1:-build}/Testing/Temporary/LastTest.log"
 [ -f "$log" ] || { echo "test-summary: no $log (run ctest first)" >&2; exit 1; }
 awk '
-  /^[0-9]+\/[0-9]+ Testing: / { name = $3; last = ""; syn = ""; next }
+  /^[0-9]+\/[0-9]+ Testing: / { name = $3; last = ""; syn = ""; skips = ""; next }
+  /^\[SKIP\] /                 { line = $0; sub(/^\[SKIP\] /, "", line); sk++
+                                 skips = skips sprintf("      skipped: %s\n", line); next }
   /Synthesis: Tested:/        { syn = $0; sub(/^.*Synthesis: /, "", syn)
                                  split(syn, f, /[:|] */); t += f[2]; p += f[4]; fl += f[6]; c += f[8] }
-  /^Test (Passed|Failed)/      { printf "  %-24s %-8s %s\n", name, ($2 == "Passed." ? "passed" : "FAILED"),
-                                        syn != "" ? syn : last; next }
+  /^Test (Passed|Failed)/      { printf "  %-24s %-8s %s\n%s", name, ($2 == "Passed." ? "passed" : "FAILED"),
+                                        syn != "" ? syn : last, skips; next }
   /^(Output:|<end of output>|-+$|Test time|Test command|Directory|")/ { next }
   NF                           { last = $0 }
-  END { printf "criterion: %d passed, %d failed\n", p, fl + c }
+  END { printf "criterion: %d passed, %d failed, %d skipped\n", p, fl + c, sk }
 ' "$log"

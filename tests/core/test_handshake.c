@@ -15,12 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "desc.h"
+#include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
 #include "util.h"
@@ -508,12 +508,7 @@ static void *client_main(void *arg)
 
 Test(concurrency, five_hundred_clients_at_once, .timeout = 120)
 {
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < 2048) {
-        rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    test_need_fds(2048); /* a client and a server socket each */
     handler_sleep_ms = 10; /* handlers block (QP bring-up): the pool overlaps them */
     tern_hs_server *s = start("127.0.0.1", 20000);
     enum { N = 500 };

@@ -24,13 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../transports/tcp/tcp_wire.h"
 #include "desc.h"
+#include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/tern.h"
 #include "util.h"
@@ -140,16 +140,6 @@ static long wait_closed(int fd, int limit_ms)
     }
 }
 
-static void raise_fd_limit(rlim_t want)
-{
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < want) {
-        rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 static uint16_t data_port_of(tern_engine *e)
 {
     char *json = NULL, err[512];
@@ -247,7 +237,6 @@ static void legit_stop(legit *l, const char *during)
 static void setup(void)
 {
     char err[1024] = "";
-    raise_fd_limit(8192);
     E = tern_engine_create_from_yaml(yaml_target, "hostile-target", err, sizeof err);
     cr_assert_not_null(E, "%s", err);
     A = tern_engine_create_from_yaml(yaml_peer, "legit-peer", err, sizeof err);
@@ -411,6 +400,9 @@ Test(hostile, thousand_idle_connections_to_both_ports)
     int N = getenv("TERN_HOSTILE_IDLE") ? atoi(getenv("TERN_HOSTILE_IDLE")) : 1000;
     if (N <= 0)
         N = 1000;
+    /* this process holds both ends: N strangers to each port, and the
+     * target's side of them */
+    test_need_fds((rlim_t)4 * N + 512);
     long rss0 = rss_kb();
     /* The legitimate peer's data connections exist before the flood. */
     legit warm = {0};

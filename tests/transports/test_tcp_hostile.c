@@ -33,6 +33,7 @@
 
 #include "../transports/tcp/tcp_wire.h"
 #include "desc.h"
+#include "fd_limit.h"
 #include "tern/tern.h"
 
 #define LEGIT_BLOCK (64u << 10)
@@ -382,6 +383,8 @@ Test(tcp_hostile, unregister_waits_only_for_its_range_and_only_so_long, .timeout
 Test(tcp_hostile, idle_strangers_cost_no_thread_and_do_not_deny_the_port, .timeout = 180)
 {
     enum { N = 1100 };
+    /* the strangers and, in this process too, the target's side of them */
+    test_need_fds(2 * N + 512);
     target t;
     target_start(&t, yaml_target);
     legit l;
