@@ -86,6 +86,7 @@ tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &
 # -- efa over libfabric shm: regions named per process, dead ones removed
 efa-shm-default-name | - | if \(\Kefa_is_shm\(d\)(?=\) \{\n        efa_shm_sweep) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-sweep-live | - | pid == getpid\(\) \|\| \Kkill\(pid, 0\) == 0 \|\| errno != ESRCH(?=\)) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
+efa-shm-zombie-alive | - | p->pidfd = \Kefa_pidfd_open\(p->pid\)(?=;) | -1 | test_efa_transport | efa_transport/peer_exited_unreaped_is_dead_shm
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

@@ -28,6 +28,7 @@
 #include "desc.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
+#include "util.h"
 
 #define GUARD 4096
 #define REGION ((size_t)17 << 20)  /* registered bytes in the target */
@@ -611,6 +612,51 @@ static void th_killed(const char *provider)
 
 Test(efa_transport, peer_killed_tcp, .timeout = 120) { th_killed("tcp"); }
 Test(efa_transport, peer_killed_shm, .timeout = 120) { th_killed("shm"); }
+
+/* The state letter of /proc/<pid>/stat ('Z': exited, not reaped yet). */
+static char th_proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* A shm peer that exited but was not reaped yet (a zombie: kill(pid, 0)
+ * still succeeds) is known dead before anything is posted to it; posting
+ * to a dead peer's region can spin forever in the provider if it died
+ * holding the region's lock. */
+Test(efa_transport, peer_exited_unreaped_is_dead_shm, .timeout = 60)
+{
+    th_pair p;
+    char msg[256];
+    th_pair_start(&p, "shm", 5000);
+    pid_t child = p.child;
+    kill(child, SIGKILL);
+    for (int i = 0; i < 500 && th_proc_state(child) != 'Z'; i++)
+        usleep(2000);
+    cr_assert_eq(th_proc_state(child), 'Z', "the killed peer should be a zombie until reaped");
+    cr_assert_eq(kill(child, 0), 0, "kill(pid, 0) succeeds for a zombie");
+    uint64_t t0 = tern_now_ms();
+    int f = th_transfer(&p, TERN_WRITE, p.local, p.peer.base, 4096, p.peer.rkey, 4096, msg,
+                        sizeof msg);
+    uint64_t ms = tern_now_ms() - t0;
+    cr_assert_eq(f, 1, "a write to an exited shm peer succeeded");
+    char want[64];
+    snprintf(want, sizeof want, "process %d is gone", (int)child);
+    cr_assert(strstr(msg, want), "the failure should name the exited process, got: %s", msg);
+    cr_assert_lt(ms, 1000, "the write to an exited peer took %llu ms to fail",
+                 (unsigned long long)ms);
+    waitpid(child, NULL, 0);
+    p.child = -1;
+    th_pair_stop(&p);
+}
 
 /* ---- identity, options and bad input ----------------------------------------- */
 

@@ -2,11 +2,13 @@
  * entry per peer address, shared by the endpoints that use it. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,10 +85,36 @@ int efa_ep_describe(void *ep, tern_desc *out)
 
 /* A shm peer that died holding its region's lock makes fi_write spin
  * forever on it, so shm peers are checked for life before each post (same
- * pid namespace: CMA needs it anyway).  efa_shm_pid() reads the pid. */
+ * pid namespace: CMA needs it anyway).  efa_shm_pid() reads the pid.  A
+ * process that has exited but whose parent has not reaped it yet (a zombie)
+ * still answers kill(pid, 0), so the check polls a pidfd, which becomes
+ * readable at exit; kill() is the fallback where pidfd_open is refused. */
 int efa_peer_dead(const efa_peer *p)
 {
-    return p->pid > 0 && kill(p->pid, 0) != 0 && errno == ESRCH;
+    if (p->pid <= 0)
+        return 0;
+    if (p->pidfd >= 0) {
+        struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+        return poll(&pfd, 1, 0) > 0;
+    }
+    return kill(p->pid, 0) != 0 && errno == ESRCH;
+}
+
+static int efa_pidfd_open(int pid)
+{
+#ifdef SYS_pidfd_open
+    return pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+void efa_peer_free(efa_peer *p)
+{
+    if (p->pidfd >= 0)
+        close(p->pidfd);
+    free(p);
 }
 
 /* Insert addr in the device's AV once; endpoints to the same peer share
@@ -112,6 +140,7 @@ static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **
     memcpy(p->addr, addr, len);
     p->addrlen = len;
     p->pid = efa_shm_pid(p->addr, len);
+    p->pidfd = efa_pidfd_open(p->pid);
     pthread_rwlock_wrlock(&d->av_lock);
     efa_lock(d);
     int n = fi_av_insert(d->av, p->addr, 1, &p->fi_addr, 0, NULL);
@@ -131,7 +160,7 @@ static int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **
                  "using the same provider (%s)?",
                  d->dinfo.name, n < 0 ? fi_strerror(-n) : "address not accepted",
                  d->ctx->prov_name);
-        free(p);
+        efa_peer_free(p);
         return TERN_ERR_CONNECT;
     }
     *out = p;
@@ -143,7 +172,7 @@ static void efa_peer_put(efa_dev *d, efa_peer *p)
     efa_peer *gone = NULL;
     pthread_mutex_lock(&d->ops_lock);
     if (--p->refs == 0 && p->stale) {
-        free(p);
+        efa_peer_free(p);
     } else if (p->refs == 0 && p->inflight == 0) {
         gone = efa_peer_unlink_locked(d, p);
     }

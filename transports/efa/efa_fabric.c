@@ -197,7 +197,7 @@ void efa_dev_close(efa_dev *d)
         fi_close(&d->fabric->fid);
     for (efa_peer *p = d->peers, *n; p; p = n) {
         n = p->next;
-        free(p);
+        efa_peer_free(p);
     }
     /* Operations still in the provider were closed with the endpoint. */
     for (efa_op *op = d->ops.next, *n; op && op != &d->ops; op = n) {

@@ -31,6 +31,7 @@ typedef struct efa_peer {
     int stale;                  /* its AV was closed by a recycle */
     int gen;                    /* the device generation it was inserted in */
     int pid;                    /* shm: the peer's process, checked before posting */
+    int pidfd;                  /* shm: a pidfd of it (readable once it exits), or -1 */
     int inflight;               /* operations the provider still holds */
 } efa_peer;
 
@@ -170,6 +171,7 @@ int efa_segment_describe(void *ctx, tern_desc *out);
 int efa_ep_open(void *ctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
 int efa_ep_describe(void *ep, tern_desc *out);
 int efa_peer_dead(const efa_peer *p);
+void efa_peer_free(efa_peer *p);
 int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t errlen);
 void efa_ep_free(efa_ep *e);
 void efa_ep_close(void *ep);

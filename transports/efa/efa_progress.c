@@ -75,7 +75,7 @@ void efa_peer_remove(efa_dev *d, efa_peer *p)
         fi_av_remove(d->av, &p->fi_addr, 1, 0);
     efa_unlock(d);
     pthread_rwlock_unlock(&d->av_lock);
-    free(p);
+    efa_peer_free(p);
 }
 
 /* A completion (status 0) or error for op: give the slice back unless it
@@ -236,7 +236,7 @@ static void efa_dev_recycle(efa_dev *d)
         p->inflight = 0;
         p->next = NULL;
         if (p->refs == 0)
-            free(p);
+            efa_peer_free(p);
     }
     d->peers = NULL;
     pthread_mutex_unlock(&d->ops_lock);
