@@ -99,7 +99,7 @@ static void abstime_in(struct timespec *ts, uint64_t ms)
 
 tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
 {
-    uint64_t until = tern_now_ms() + (uint64_t)wait_ms;
+    uint64_t until = wait_ms < 0 ? UINT64_MAX : tern_now_ms() + (uint64_t)wait_ms;
     pthread_mutex_lock(&dp->lock);
     tern_cslice *cs = NULL;
     while (!dp->stop) {
@@ -122,6 +122,10 @@ tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
         uint64_t wake = until;
         if (dp->later && dp->later->due_ms < wake)
             wake = dp->later->due_ms;
+        if (wake == UINT64_MAX) { /* nothing timed to wait for */
+            pthread_cond_wait(&dp->cond, &dp->lock);
+            continue;
+        }
         struct timespec ts;
         abstime_in(&ts, wake - now);
         pthread_cond_timedwait(&dp->cond, &dp->lock, &ts);

@@ -38,8 +38,9 @@ int tern_dpq_init(struct tern_dp *dp, tern_engine *e);
 void tern_dpq_fini(struct tern_dp *dp);
 /* Queue cs, not to be taken before due_ms (0: now). */
 void tern_dpq_push(struct tern_dp *dp, tern_cslice *cs, uint64_t due_ms);
-/* The next slice whose time has come; waits at most wait_ms.  NULL on
- * timeout or once stopped. */
+/* The next slice whose time has come; waits at most wait_ms (< 0: until
+ * there is work, a kick or the stop).  NULL on timeout, after a kick, or
+ * once stopped. */
 tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms);
 int tern_dpq_stopped(struct tern_dp *dp);
 /* Wake one worker to reap endpoints released inside complete(). */
