@@ -147,8 +147,9 @@ size_t tern_log_format_line(char *buf, size_t len, int format, int level, const 
         out_json_str(&o, msg);
         out_str(&o, "}");
     } else {
-        int n = snprintf(buf, len, "%s %s tern[%s] tid=%s: %s", when, level_name(level), engine,
-                         num, msg);
+        /* no engine (tern-info, a loader without one): plain "tern" */
+        int n = snprintf(buf, len, "%s %s tern%s%s%s tid=%s: %s", when, level_name(level),
+                         *engine ? "[" : "", engine, *engine ? "]" : "", num, msg);
         o.used = n < 0 ? 0 : (size_t)n >= len ? len - 1 : (size_t)n;
     }
     return o.used;
