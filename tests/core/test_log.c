@@ -96,16 +96,21 @@ static void dump(seen *s)
         cr_log_info("line %zu: %d [%s] %s", i, s->level[i], s->engine[i], s->msg[i]);
 }
 
-static tern_engine *mk_hooked(const char *level, seen *s)
+static tern_engine *mk_hooked_with(const char *transports, const char *level, seen *s)
 {
     char yaml[256], err[1024] = "";
     snprintf(yaml, sizeof yaml, "server_name: 127.0.0.1:0\nmetadata: p2p\n"
-                                "transports:\n  - name: memcpy\nlog_level: %s\n", level);
+                                "transports:\n%slog_level: %s\n", transports, level);
     tern_engine_options o = {.size = sizeof o, .config_yaml = yaml, .origin = "test_log",
                              .log_hook = keep, .log_user = s};
     tern_engine *e = tern_engine_create_with(&o, err, sizeof err);
     cr_assert_not_null(e, "engine: %s", err);
     return e;
+}
+
+static tern_engine *mk_hooked(const char *level, seen *s)
+{
+    return mk_hooked_with("  - name: memcpy\n", level, s);
 }
 
 static tern_engine *mk_plain(const char *extra)
@@ -274,7 +279,8 @@ Test(log, json_escapes_what_a_message_may_hold)
 Test(log, debug_tells_the_story_of_a_peer)
 {
     seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    tern_engine *a = mk_hooked("debug", &s);
+    /* a prefers shm, which b does not publish: the choice says so */
+    tern_engine *a = mk_hooked_with("  - name: shm\n  - name: memcpy\n", "debug", &s);
     tern_engine *b = mk_plain("log_level: warn\n");
     static char src[8192], dst[8192];
     memset(src, 0x5a, sizeof src);
@@ -287,6 +293,8 @@ Test(log, debug_tells_the_story_of_a_peer)
     cr_assert_eq(tern_transfer_sync(a, TERN_WRITE, src, id, (uint64_t)(uintptr_t)dst,
                                     sizeof src, 10000), 0, "%s", tern_engine_last_error(a));
     cr_assert_eq(memcmp(src, dst, sizeof src), 0);
+    tern_buffer_info info[4];
+    cr_assert_eq(tern_segment_buffers(a, id, info, 4), 1, "%s", tern_engine_last_error(a));
     cr_assert_eq(tern_segment_close(a, id), 0);
     tern_engine_destroy(a);
     tern_engine_destroy(b);
@@ -296,10 +304,14 @@ Test(log, debug_tells_the_story_of_a_peer)
     cr_assert_eq(s.level[fetched], TERN_LOG_DEBUG);
     int chosen = find(&s, peer, "transport memcpy chosen");
     cr_assert_gt(chosen, fetched, "transport chosen, after the fetch");
+    cr_assert(strstr(s.msg[chosen], "shm passed over: the peer does not list it"),
+              "and why: %s", s.msg[chosen]);
     int up = find(&s, "endpoint up: memcpy", peer);
     cr_assert_gt(up, chosen, "the endpoint came up, after the choice");
+    int same = find(&s, peer, "unchanged");
+    cr_assert_gt(same, up, "the refetch of tern_segment_buffers found the same generation");
     int closed = find(&s, peer, "closed, its endpoints dropped");
-    cr_assert_gt(closed, up, "the segment closed");
+    cr_assert_gt(closed, same, "the segment closed");
 }
 
 Test(log, debug_story_is_silent_at_info)
