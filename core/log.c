@@ -124,8 +124,10 @@ static void iso_time(char *buf, size_t len)
     snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-size_t tern_log_format_line(char *buf, size_t len, int format, int level, const char *engine,
-                            long tid, const char *msg)
+/* The line as written to stderr, without its newline: its length,
+ * truncated to fit len. */
+static size_t format_line(char *buf, size_t len, int format, int level, const char *engine,
+                          long tid, const char *msg)
 {
     char when[48], num[32];
     outbuf o = {buf, len, 0};
@@ -161,9 +163,9 @@ static void log_write(const tern_logger *lg, int level, const char *msg)
 {
     char name[sizeof lg->name] = "";
     if (lg) {
-        /* the lock guards only the name; the hook runs without it, so a
-         * hook may log through another engine or block without stalling
-         * this engine's other threads */
+        /* the lock guards only the name (callers see the logger as const:
+         * logging does not change it) and is not held in the hook, so the
+         * hook never waits for another thread's line */
         pthread_mutex_t *lock = (pthread_mutex_t *)&lg->lock;
         pthread_mutex_lock(lock);
         memcpy(name, lg->name, sizeof name);
@@ -172,8 +174,8 @@ static void log_write(const tern_logger *lg, int level, const char *msg)
             return;
     }
     char line[LOG_LINE_MAX];
-    size_t n = tern_log_format_line(line, sizeof line - 1, lg ? lg->format : TERN_LOG_FORMAT_TEXT,
-                                    level, name, (long)syscall(SYS_gettid), msg);
+    size_t n = format_line(line, sizeof line - 1, lg ? lg->format : TERN_LOG_FORMAT_TEXT, level,
+                           name, (long)syscall(SYS_gettid), msg);
     line[n++] = '\n';
     fwrite(line, 1, n, stderr); /* one call: stderr's lock keeps the line whole */
 }

@@ -50,9 +50,4 @@ void tern_logv(const tern_logger *lg, int level, const char *fmt, va_list ap)
  * daemon take (arg: the tern_logger). */
 void tern_log_cb(void *lg, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* The line as written to stderr, without its newline, into buf (for tests
- * and tools): returns its length, truncated to fit. */
-size_t tern_log_format_line(char *buf, size_t len, int format, int level, const char *engine,
-                            long tid, const char *msg);
-
 #endif
