@@ -199,13 +199,28 @@ static int logbridge_start(EngineObject *self, PyObject *logger)
 #endif
 }
 
-/* After the engine is gone: the thread delivers what is queued and ends. */
+static int py_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* After the engine is gone: the thread delivers what is queued and ends.
+ * While the interpreter shuts down (an engine never closed) nothing can be
+ * imported and daemon threads no longer run: only close the queue. */
 static void logbridge_stop(EngineObject *self)
 {
     if (!self->logq)
         return;
-    PyObject *r = logbridge_call("stop", Py_BuildValue("(OO)", self->logq, self->logthread));
-    if (!r)
+    PyObject *r = py_finalizing()
+                      ? PyObject_CallMethod(self->logq, "close", NULL)
+                      : logbridge_call("stop", Py_BuildValue("(OO)", self->logq, self->logthread));
+    if (!r && py_finalizing())
+        PyErr_Clear();
+    else if (!r)
         PyErr_WriteUnraisable((PyObject *)self);
     Py_XDECREF(r);
     Py_CLEAR(self->logthread);

@@ -117,3 +117,21 @@ def test_handler_may_call_into_tern_and_close_waits_for_it(keep):
         for _ in range(3):
             a.transfer_sync_write(buf, a.open_segment(b.server_name), addr)
     assert len(calls) == len(h.records) > 0, "every line delivered before close() returned"
+
+
+def test_an_engine_never_closed_at_interpreter_exit():
+    """An engine left for the interpreter's shutdown: no hang, no
+    'Exception ignored' (nothing can be imported then)."""
+    import os
+    import subprocess
+    import sys
+    code = ("import logging, sys, tern\n"
+            "logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+            "E = tern.Engine({'server_name': '127.0.0.1:0', 'transports': [{'name': 'tcp'}],"
+            " 'log_level': 'info'}, logger=True)\n"
+            "print('created', flush=True)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    assert "created" in p.stdout and "up:" in p.stdout, p.stdout
+    assert "Exception ignored" not in p.stderr and "Traceback" not in p.stderr, p.stderr
