@@ -9,6 +9,7 @@ cannot deadlock with a line being logged.  Engine.close() delivers every
 line before it returns.
 """
 
+import atexit
 import logging
 import sys
 import threading
@@ -41,23 +42,41 @@ def _record(logger, level, engine, msg, tid, when):
     return rec
 
 
+def _deliver(logger, lines):
+    for level, engine, msg, tid, when in lines:
+        if not logger.isEnabledFor(LEVELS.get(level, logging.INFO)):
+            continue
+        try:
+            logger.handle(_record(logger, level, engine, msg, tid, when))
+        except Exception:  # a failing handler must not stop the lines after it
+            pass
+
+
 def _pump(queue, logger):
     while True:
         lines = queue.get()
         if lines is None:
             return
-        for level, engine, msg, tid, when in lines:
-            if not logger.isEnabledFor(LEVELS.get(level, logging.INFO)):
-                continue
-            try:
-                logger.handle(_record(logger, level, engine, msg, tid, when))
-            except Exception:  # a failing handler must not stop the lines after it
-                pass
+        _deliver(logger, lines)
+
+
+# Bridges of engines not closed yet.  At exit, before logging.shutdown()
+# (registered earlier, so it runs later) and before daemon threads stop
+# with the interpreter, each delivers what its engine queued; what such an
+# engine logs later (its destruction during finalization) is dropped.
+_live = {}
+
+
+@atexit.register
+def _flush_at_exit():
+    for queue, thread in list(_live.values()):
+        stop(queue, thread)
 
 
 def start(queue, logger):
     thread = threading.Thread(target=_pump, args=(queue, logger), name="tern-log",
                               daemon=True)
+    _live[id(queue)] = (queue, thread)
     thread.start()
     return thread
 
@@ -66,6 +85,7 @@ def stop(queue, thread):
     """No more lines: let the thread deliver what is queued, and wait for it
     (not from the thread itself, e.g. a handler closing the engine, nor
     while the interpreter shuts down, when daemon threads no longer run)."""
+    _live.pop(id(queue), None)
     queue.close()
     if thread is not threading.current_thread() and not sys.is_finalizing():
         thread.join(10.0)
