@@ -434,7 +434,7 @@ static int passive_insert(passive_ctx *p, void *ep)
     if (c) {
         c->yielded = 1;
         tern_log(&p->e->log, TERN_LOG_DEBUG, "simultaneous open with %s: yielded",
-                        p->hd->local_nic_path);
+                 p->hd->local_nic_path);
     }
     pthread_cond_broadcast(&x->conn_cond);
     pthread_mutex_unlock(&x->conn_lock);
@@ -477,7 +477,7 @@ static char *passive_run(passive_ctx *p)
     tern_epstore_key(p->key, sizeof p->key, dev, p->hd->local_nic_path);
     if (passive_keeps_out(p)) {
         tern_log(&p->e->log, TERN_LOG_DEBUG, "simultaneous open with %s: keeping the active role",
-                        p->hd->local_nic_path);
+                 p->hd->local_nic_path);
         return refusal("simultaneous open: %s keeps the active role towards %s", p->my_nic,
                        p->hd->local_nic_path);
     }
