@@ -122,7 +122,7 @@ TERN_EXPORT int tern_segment_buffers(tern_engine *e, tern_segment_id id, tern_bu
         return TERN_ERR_NOT_FOUND;
     char msg[TERN_ERRMSG_MAX] = "";
     if (refresh(e, s, msg, sizeof msg) != 0) /* unreachable: the cache answers */
-        tern_log((void *)e->cfg, TERN_LOG_WARN,
+        tern_log(&e->log, TERN_LOG_WARN,
                  "segment_buffers: refetching %s failed, listing the cached descriptor: %s",
                  s->name, msg);
     return list_cached(e, s, out, max);

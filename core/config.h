@@ -53,6 +53,7 @@ typedef struct tern_config {
     int retries;                  /* 3 */
     int gpu_staging_buffers;      /* 16 per GPU */
     int log_level;                /* TERN_LOG_* (2 = info) */
+    int log_format;               /* TERN_LOG_FORMAT_* of core/log.h (0 = text) */
     uint64_t handshake_max_frame; /* 1 MiB */
     int connect_timeout_ms;       /* 5000 */
     int io_timeout_ms;            /* 5000 */
@@ -70,6 +71,7 @@ enum {
     TERN_CFG_ENV_CONFIG = 1u << 0,      /* the file was named by $TERN_CONFIG */
     TERN_CFG_ENV_LOG_LEVEL = 1u << 1,   /* log_level from $TERN_LOG_LEVEL */
     TERN_CFG_ENV_PLUGIN_PATH = 1u << 2, /* plugin_path starts with $TERN_PLUGIN_PATH */
+    TERN_CFG_ENV_LOG_FORMAT = 1u << 3,  /* log_format from $TERN_LOG_FORMAT */
 };
 
 /* Load from a file or from YAML text; NULL path = $TERN_CONFIG or embedded

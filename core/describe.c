@@ -15,29 +15,12 @@
 #include "cuda.h"
 #include "control/auth.h"
 #include "config.h"
+#include "log.h"
 #include "plugin.h"
 #include "tern/tern.h"
 #include "topology_load.h"
 #include "util.h"
 
-typedef struct describe_log {
-    int max;
-} describe_log;
-
-/* Loader and plugin log lines on stderr (stdout holds the report). */
-static void describe_log_line(void *arg, int level, const char *fmt, ...)
-{
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    const describe_log *l = arg;
-    if (level > l->max)
-        return;
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "tern[%s] %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
-}
 
 static json_object *jstr(const char *s) { return s ? json_object_new_string(s) : NULL; }
 
@@ -212,10 +195,14 @@ static int describe_config(const char *path, unsigned flags, char **json_out, ch
         *json_out = to_text(o);
         return *json_out ? 0 : tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     }
-    describe_log log = {(flags & TERN_DESCRIBE_VERBOSE) ? TERN_LOG_DEBUG : TERN_LOG_WARN};
+    /* loader and plugin lines on stderr (stdout holds the report), in the
+     * engine's format; no engine, so no name */
+    tern_logger log;
+    tern_logger_init(&log, (flags & TERN_DESCRIBE_VERBOSE) ? TERN_LOG_DEBUG : TERN_LOG_WARN,
+                     cfg->log_format, NULL, NULL, NULL);
     tern_plugin_set set;
     char lerr[2048] = "";
-    rc = tern_plugins_load(cfg, describe_log_line, &log, &set, lerr, sizeof lerr);
+    rc = tern_plugins_load(cfg, tern_log_cb, &log, &set, lerr, sizeof lerr);
     if (rc)
         tern_strlcpy(err, lerr, errlen);
     json_object *o = json_object_new_object(), *ts = json_object_new_array();
@@ -229,6 +216,7 @@ static int describe_config(const char *path, unsigned flags, char **json_out, ch
     json_object_object_add(o, "ok", json_object_new_boolean(rc == 0));
     json_object_object_add(o, "error", rc == 0 ? NULL : jstr(err));
     tern_plugins_unload(&set);
+    tern_logger_fini(&log);
     tern_config_free(cfg);
     *json_out = to_text(o);
     if (!*json_out && rc == 0)

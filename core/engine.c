@@ -11,6 +11,7 @@
 #include "engine.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +47,12 @@ static tern_engine *engine_alloc(void)
         free(e);
         return NULL;
     }
+    tern_logger_init(&e->log, TERN_LOG_INFO, TERN_LOG_FORMAT_TEXT, NULL, NULL, NULL);
     tern_memory_init(&e->mem, e->cuda);
     tern_segments_init(&e->segs);
     e->notes = tern_notes_create(e);
     if (!e->notes) {
+        tern_logger_fini(&e->log);
         tern_cuda_destroy(e->cuda);
         tern_engine_error_fini(e);
         free(e);
@@ -60,7 +63,7 @@ static tern_engine *engine_alloc(void)
 
 static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
 {
-    int rc = tern_plugins_load(e->cfg, tern_log, (void *)e->cfg, &e->plugins, err, errlen);
+    int rc = tern_plugins_load(e->cfg, tern_log_cb, &e->log, &e->plugins, err, errlen);
     if (rc)
         return rc;
     tern_plugins_set_completion(&e->plugins, tern_slice_complete);
@@ -73,6 +76,7 @@ static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
             return tern_errf(err, errlen, TERN_ERR_CONFIG, "more than %d transports loaded",
                              TERN_DESC_MAX_TRANSPORTS);
         tern_xport *x = &e->xports[e->nxports];
+        x->log = &e->log;
         rc = tern_xport_init(x, e, (int)e->nxports, e->cfg, p, err, errlen);
         e->nxports++;
         if (rc)
@@ -89,7 +93,7 @@ static void engine_hs_log(void *arg, int level, const char *fmt, ...)
     const tern_engine *e = arg;
     va_list ap;
     va_start(ap, fmt);
-    tern_logv(e->cfg, level, fmt, ap);
+    tern_logv(&e->log, level, fmt, ap);
     va_end(ap);
 }
 
@@ -115,6 +119,7 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
     snprintf(e->server_name, sizeof e->server_name, strchr(host, ':') ? "[%s]:%u" : "%s:%u",
              host, (unsigned)port);
     tern_plugins_set_server_name(&e->plugins, e->server_name);
+    tern_logger_set_name(&e->log, e->server_name);
     return 0;
 }
 
@@ -135,7 +140,7 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
     if (!rc) {
         tern_memory_bind(&e->mem, e->xports, e->nxports, e->md, e->server_name);
         e->mem.sysfs_root = e->cfg->topology_sysfs_root;
-        tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg);
+        tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg, &e->log);
         rc = tern_dp_start(e, err, errlen);
     }
     if (!rc)
@@ -143,7 +148,9 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
     return rc;
 }
 
-static tern_engine *engine_create(tern_config *cfg, int rc, char *err, size_t errlen)
+/* The hook is in place before the first line (plugin loading logs). */
+static tern_engine *engine_create(tern_config *cfg, int rc, tern_log_hook hook, void *user,
+                                  char *err, size_t errlen)
 {
     if (rc) {
         tern_config_free(cfg);
@@ -156,14 +163,19 @@ static tern_engine *engine_create(tern_config *cfg, int rc, char *err, size_t er
         return NULL;
     }
     e->cfg = cfg;
+    e->log.level = cfg->log_level; /* no other thread yet: plain stores */
+    e->log.format = cfg->log_format;
+    e->log.hook = hook;
+    e->log.user = user;
+    tern_logger_set_name(&e->log, cfg->server_name);
     char msg[TERN_ERRMSG_MAX] = "";
     if (engine_build(e, msg, sizeof msg) != 0) {
         tern_errf(err, errlen, -1, "%s", msg[0] ? msg : "engine creation failed");
         tern_engine_destroy(e);
         return NULL;
     }
-    tern_log(e->cfg, TERN_LOG_INFO, "engine %s up: %zu transport(s), metadata %s",
-                    e->server_name, e->nxports, tern_metadata_backend(e->md));
+    tern_log(&e->log, TERN_LOG_INFO, "engine %s up: %zu transport(s), metadata %s",
+             e->server_name, e->nxports, tern_metadata_backend(e->md));
     return e;
 }
 
@@ -171,7 +183,7 @@ TERN_EXPORT tern_engine *tern_engine_create(const char *path, char *err, size_t 
 {
     tern_config *cfg = NULL;
     int rc = tern_config_load_file(path, &cfg, err, errlen);
-    return engine_create(cfg, rc, err, errlen);
+    return engine_create(cfg, rc, NULL, NULL, err, errlen);
 }
 
 TERN_EXPORT tern_engine *tern_engine_create_as(const char *path, const char *server_name,
@@ -181,7 +193,7 @@ TERN_EXPORT tern_engine *tern_engine_create_as(const char *path, const char *ser
     int rc = tern_config_load_file(path, &cfg, err, errlen);
     if (rc == 0 && server_name)
         rc = tern_config_set_server_name(cfg, server_name, err, errlen);
-    return engine_create(cfg, rc, err, errlen);
+    return engine_create(cfg, rc, NULL, NULL, err, errlen);
 }
 
 TERN_EXPORT tern_engine *tern_engine_create_from_yaml(const char *yaml, const char *origin,
@@ -193,7 +205,31 @@ TERN_EXPORT tern_engine *tern_engine_create_from_yaml(const char *yaml, const ch
         return NULL;
     }
     int rc = tern_config_load_yaml(yaml, origin ? origin : "<yaml>", &cfg, err, errlen);
-    return engine_create(cfg, rc, err, errlen);
+    return engine_create(cfg, rc, NULL, NULL, err, errlen);
+}
+
+/* Only the fields inside options->size are read: a caller built against an
+ * older header passes a smaller struct. */
+#define OPT(o, field) \
+    ((o)->size >= offsetof(tern_engine_options, field) + sizeof (o)->field ? (o)->field : 0)
+
+TERN_EXPORT tern_engine *tern_engine_create_with(const tern_engine_options *o, char *err,
+                                                 size_t errlen)
+{
+    if (!o || o->size < offsetof(tern_engine_options, config_path) + sizeof o->config_path) {
+        tern_errf(err, errlen, TERN_ERR_INVAL, "tern_engine_create_with: %s",
+                  o ? "options->size is too small: set it to sizeof(tern_engine_options)"
+                    : "options is NULL");
+        return NULL;
+    }
+    const char *yaml = OPT(o, config_yaml), *origin = OPT(o, origin);
+    const char *name = OPT(o, server_name);
+    tern_config *cfg = NULL;
+    int rc = yaml ? tern_config_load_yaml(yaml, origin ? origin : "<yaml>", &cfg, err, errlen)
+                  : tern_config_load_file(OPT(o, config_path), &cfg, err, errlen);
+    if (rc == 0 && name)
+        rc = tern_config_set_server_name(cfg, name, err, errlen);
+    return engine_create(cfg, rc, OPT(o, log_hook), OPT(o, log_user), err, errlen);
 }
 
 /* ---- destruction ------------------------------------------------------------ */
@@ -204,7 +240,7 @@ static void engine_unpublish(tern_engine *e)
         return;
     char msg[512];
     if (tern_metadata_unpublish(e->md, e->server_name, msg, sizeof msg) != 0)
-        tern_log(e->cfg, TERN_LOG_WARN, "unpublish %s: %s", e->server_name, msg);
+        tern_log(&e->log, TERN_LOG_WARN, "unpublish %s: %s", e->server_name, msg);
 }
 
 TERN_EXPORT void tern_engine_destroy(tern_engine *e)
@@ -229,6 +265,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_auth_free(e->auth);
     tern_cuda_destroy(e->cuda);
     tern_engine_error_fini(e);
+    tern_logger_fini(&e->log);
     free(e);
 }
 

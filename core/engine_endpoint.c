@@ -59,8 +59,11 @@ void tern_endpoint_drop(tern_xport *x, int local_dev, const char *peer_nic_path,
     if (!ref)
         return;
     tern_epstore_release(x->eps, ref);
-    if (cur == bad)
-        tern_epstore_remove(x->eps, key);
+    if (cur != bad)
+        return;
+    tern_epstore_remove(x->eps, key);
+    tern_log(&x->eng->log, TERN_LOG_DEBUG, "endpoint down: %s %s -> %s (it failed)",
+             x->pl->name, x->pl->devices[local_dev].name, peer_nic_path);
 }
 
 /* ---- in-flight connects (conn_lock held) ------------------------------------ */
@@ -336,6 +339,9 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
 
     active_ctx a = {x, seg, path, key, c, err, errlen};
     int rc = active_open(&a, ep, ref);
+    tern_log(&x->eng->log, TERN_LOG_DEBUG, "endpoint %s: %s %s -> %s (segment %s)%s%s",
+             rc ? "not up" : "up", x->pl->name, path->local_nic_path, path->peer_nic_path,
+             seg->name, rc ? ": " : "", rc ? err : "");
 
     pthread_mutex_lock(&x->conn_lock);
     connecting_finish(x, c, rc, err);
@@ -427,8 +433,8 @@ static int passive_insert(passive_ctx *p, void *ep)
     tern_connecting *c = connecting_find(x, p->key);
     if (c) {
         c->yielded = 1;
-        tern_log(p->e->cfg, TERN_LOG_DEBUG, "simultaneous open with %s: yielded",
-                        p->hd->local_nic_path);
+        tern_log(&p->e->log, TERN_LOG_DEBUG, "simultaneous open with %s: yielded",
+                 p->hd->local_nic_path);
     }
     pthread_cond_broadcast(&x->conn_cond);
     pthread_mutex_unlock(&x->conn_lock);
@@ -470,8 +476,8 @@ static char *passive_run(passive_ctx *p)
         *at = '\0';
     tern_epstore_key(p->key, sizeof p->key, dev, p->hd->local_nic_path);
     if (passive_keeps_out(p)) {
-        tern_log(p->e->cfg, TERN_LOG_DEBUG, "simultaneous open with %s: keeping the active role",
-                        p->hd->local_nic_path);
+        tern_log(&p->e->log, TERN_LOG_DEBUG, "simultaneous open with %s: keeping the active role",
+                 p->hd->local_nic_path);
         return refusal("simultaneous open: %s keeps the active role towards %s", p->my_nic,
                        p->hd->local_nic_path);
     }
@@ -486,12 +492,17 @@ static char *passive_run(passive_ctx *p)
         return refusal("%s: describing the endpoint failed", x->pl->name);
     }
     if (passive_insert(p, ep) != 0) { /* only an unconfirmed one (docs/protocol.md) */
+        tern_log(&p->e->log, TERN_LOG_DEBUG, "endpoint not up: %s %s <- %s: unconfirmed, and "
+                 "our own endpoint came up meanwhile", x->pl->name, p->my_nic,
+                 p->hd->local_nic_path);
         free(reply);
         return refusal("Connection from %s is unconfirmed and this engine's own endpoint to "
                        "it was established meanwhile: an unconfirmed Connection never "
                        "replaces one",
                        p->hd->local_nic_path);
     }
+    tern_log(&p->e->log, TERN_LOG_DEBUG, "endpoint up: %s %s <- %s (passive%s)", x->pl->name,
+             p->my_nic, p->hd->local_nic_path, p->unconfirmed ? ", unconfirmed" : "");
     return reply;
 }
 

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "cuda.h"
+#include "log.h"
 #include "control/handshake.h"
 #include "memory.h"
 #include "metadata.h"
@@ -32,6 +33,7 @@ struct tern_errbuf;  /* engine_error.c */
 struct tern_engine {
     tern_config *cfg;
     char server_name[300];
+    tern_logger log;              /* every object logs through it (log.c) */
     tern_plugin_set plugins;
     tern_xport xports[TERN_DESC_MAX_TRANSPORTS]; /* loaded, in preference order */
     size_t nxports;

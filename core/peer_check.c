@@ -115,7 +115,7 @@ static void note_replace(tern_engine *e, tern_xport *x, const tern_handshake_des
     if (!ref)
         return;
     tern_epstore_release(x->eps, ref);
-    tern_log(e->cfg, TERN_LOG_INFO,
+    tern_log(&e->log, TERN_LOG_INFO,
                     "%s: %s reconnected (confirmed by its daemon): its new endpoint replaces "
                     "the one we had", x->pl->name, hd->local_nic_path);
 }
@@ -233,7 +233,7 @@ static int accept_unconfirmed(tern_engine *e, tern_xport *x, const tern_handshak
                          "Connection never replaces one (handshake_confirm: false)",
                          hd->local_nic_path, why);
     if (first_unconfirmed(x, server))
-        tern_log(e->cfg, TERN_LOG_WARN,
+        tern_log(&e->log, TERN_LOG_WARN,
                  "%s: accepting an unconfirmed Connection from %s because handshake_confirm "
                  "is false (%s); the sender's identity is not verified (docs/protocol.md, "
                  "Connection confirmation); further ones from %s are not logged",
@@ -279,7 +279,7 @@ int tern_peer_check_connection(tern_engine *e, tern_xport *x, const tern_handsha
         return rc;
     }
     if (rc) {
-        tern_log(e->cfg, TERN_LOG_DEBUG, "%s", msg);
+        tern_log(&e->log, TERN_LOG_DEBUG, "%s", msg);
         return rc;
     }
     note_replace(e, x, hd, mydev);

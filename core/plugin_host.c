@@ -15,6 +15,7 @@
 #include "config/cfg_internal.h"
 #include "cuda.h"
 #include "desc.h"
+#include "log.h"
 #include "util.h"
 
 /* Core-side state behind tern_host_services.host: private copies of what a
@@ -37,23 +38,18 @@ struct tern_plugin_host {
 
 /* ---- logging ---------------------------------------------------------------- */
 
-static const char *level_name(int level)
-{
-    static const char *const n[] = {"error", "warn", "info", "debug"};
-    return level >= 0 && level <= TERN_LOG_DEBUG ? n[level] : "log";
-}
-
 void tern_plugin_stderr_log(void *arg, int level, const char *fmt, ...)
 {
     int max = arg ? *(const int *)arg : TERN_LOG_INFO;
     if (level > max)
         return;
-    char buf[2048];
+    tern_logger lg; /* no engine: the text format without a name */
+    tern_logger_init(&lg, max, TERN_LOG_FORMAT_TEXT, NULL, NULL, NULL);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    tern_logv(&lg, level, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "tern: %s: %s\n", level_name(level), buf);
+    tern_logger_fini(&lg);
 }
 
 const char *tern_plugin_own_text(const char *name, const char *msg)

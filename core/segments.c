@@ -3,6 +3,7 @@
 #include "segments.h"
 
 #include <json-c/json.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,12 +18,14 @@ void tern_segments_init(tern_segments *t)
 }
 
 void tern_segments_bind(tern_segments *t, tern_xport *xports, size_t nxports,
-                        tern_metadata *md, const tern_config *cfg)
+                        tern_metadata *md, const tern_config *cfg,
+                        const struct tern_logger *log)
 {
     t->xports = xports;
     t->nxports = nxports;
     t->md = md;
     t->cfg = cfg;
+    t->log = log;
 }
 
 tern_segment *tern_segments_get(tern_segments *t, tern_segment_id id)
@@ -33,6 +36,46 @@ tern_segment *tern_segments_get(tern_segments *t, tern_segment_id id)
     tern_segment *s = t->segs[id] && t->segs[id]->used ? t->segs[id] : NULL;
     pthread_mutex_unlock(&t->lock);
     return s;
+}
+
+/* ---- the debug story of a peer (docs/configuration.md, Logging) ---------------- */
+
+/* "a, b, c" of the peer's transports, truncated to fit. */
+static void peer_transports(const tern_segment_desc *d, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < d->ntransports && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", d->transports[i].name);
+}
+
+static void log_fetched(const tern_segments *t, const char *name, const tern_segment_desc *d)
+{
+    if (!tern_log_enabled(t->log, TERN_LOG_DEBUG))
+        return;
+    char list[256];
+    peer_transports(d, list, sizeof list);
+    tern_log(t->log, TERN_LOG_DEBUG,
+             "segment %s: descriptor fetched from %s: generation %llu, %zu buffer(s), "
+             "transports [%s]", name, tern_metadata_backend(t->md),
+             (unsigned long long)d->timestamp, d->nbuffers, list);
+}
+
+/* Why transport x was chosen: ours that come before it and why each was
+ * passed over (negotiate.c's rule: our order, usable here, listed by the peer). */
+static void log_choice(const tern_segments *t, const char *name, int x, uint32_t skip)
+{
+    if (!tern_log_enabled(t->log, TERN_LOG_DEBUG))
+        return;
+    char why[512] = "";
+    size_t o = 0;
+    for (int i = 0; i < x && o < sizeof why; i++)
+        o += (size_t)snprintf(why + o, sizeof why - o, "; %s passed over: %s",
+                              t->xports[i].pl->name,
+                              (skip & (1u << i)) ? "it cannot reach the peer"
+                                                 : "the peer does not list it");
+    tern_log(t->log, TERN_LOG_DEBUG, "segment %s: transport %s chosen (%s of our %zu%s)", name,
+             t->xports[x].pl->name, x ? "the first usable" : "the first", t->nxports, why);
 }
 
 /* Fetch and decode the descriptor of `name`. */
@@ -49,6 +92,7 @@ static int fetch_desc(tern_segments *t, const char *name, tern_segment_desc **ou
     free(json);
     if (rc)
         return tern_errf(err, errlen, rc, "segment %s: bad descriptor: %s", name, msg);
+    log_fetched(t, name, *out);
     return 0;
 }
 
@@ -82,6 +126,7 @@ static int attach(tern_segments *t, tern_segment *s, tern_segment_desc *d, uint3
         return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
                          "segment %s publishes no priority_matrix for transport %s", s->name,
                          t->xports[x].pl->name);
+    log_choice(t, s->name, x, skip);
     if (s->desc != d)
         tern_segment_desc_free(s->desc);
     s->desc = d;
@@ -129,6 +174,8 @@ int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
         tern_segment_desc_free(d);
         rc = tern_errf(err, errlen, TERN_ERR_CLOSED, "segment %s was closed", s->name);
     } else if (!newer) {
+        tern_log(t->log, TERN_LOG_DEBUG, "segment %s: descriptor generation %llu unchanged",
+                 s->name, (unsigned long long)gen);
         tern_segment_desc_free(d); /* unchanged: keep what slices were cut on */
         rc = 0;
     } else {
@@ -144,8 +191,8 @@ int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
         return rc;
     if (newer) { /* the peer restarted or changed: connect afresh */
         drop_endpoints(t, name);
-        tern_log((void *)t->cfg, TERN_LOG_INFO, "segment %s: new descriptor generation %llu",
-                 name, (unsigned long long)gen);
+        tern_log(t->log, TERN_LOG_INFO, "segment %s: new descriptor generation %llu, "
+                 "its endpoints dropped", name, (unsigned long long)gen);
     }
     return newer;
 }
@@ -169,7 +216,7 @@ int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char 
     pthread_rwlock_unlock(&s->lock);
     if (rc)
         return tern_errf(err, errlen, rc, "%s", why);
-    tern_log((void *)t->cfg, TERN_LOG_WARN, "segment %s: %s cannot reach it, using %s",
+    tern_log(t->log, TERN_LOG_WARN, "segment %s: %s cannot reach it, using %s",
              s->name, t->xports[xport].pl->name, to);
     return 0;
 }
@@ -304,6 +351,7 @@ int tern_segments_close(tern_segments *t, tern_segment_id id, char *err, size_t 
     /* Its endpoints go too: a closed (perhaps dead) peer must not keep
      * connections and file descriptors until the cache evicts them. */
     drop_endpoints(t, name);
+    tern_log(t->log, TERN_LOG_DEBUG, "segment %s: closed, its endpoints dropped", name);
     return 0;
 }
 

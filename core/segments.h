@@ -65,11 +65,13 @@ typedef struct tern_segments {
     size_t nxports;
     tern_metadata *md;
     const tern_config *cfg;
+    const struct tern_logger *log; /* the engine's (log.h) */
 } tern_segments;
 
 void tern_segments_init(tern_segments *t);
 void tern_segments_bind(tern_segments *t, tern_xport *xports, size_t nxports,
-                        tern_metadata *md, const tern_config *cfg);
+                        tern_metadata *md, const tern_config *cfg,
+                        const struct tern_logger *log);
 void tern_segments_fini(tern_segments *t);
 
 tern_segment_id tern_segments_open(tern_segments *t, const char *name, char *err,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "topology_load.h"
 #include "util.h"
 
@@ -92,6 +93,9 @@ void tern_xport_device_failed(tern_xport *x, int dev)
     hold = hold > DEVICE_HOLD_MAX_MS ? DEVICE_HOLD_MAX_MS : hold;
     atomic_store(&x->up_at_ms[dev], tern_now_ms() + hold);
     tern_topology_mark_down(x->topo, dev, 1);
+    tern_log(x->log, TERN_LOG_DEBUG, "transport %s: device %s down for %llu ms (failure %u)",
+             x->pl->name, dev < x->pl->ndevices ? x->pl->devices[dev].name : "?",
+             (unsigned long long)hold, n + 1);
 }
 
 void tern_xport_device_ok(tern_xport *x, int dev)
@@ -106,8 +110,11 @@ void tern_xport_device_revive(tern_xport *x, uint64_t now_ms)
     for (int d = 0; d < n && d < TERN_MAX_DEVICES; d++) {
         uint64_t at = atomic_load(&x->up_at_ms[d]);
         if (at && now_ms >= at &&
-            atomic_compare_exchange_strong(&x->up_at_ms[d], &at, (uint64_t)0))
+            atomic_compare_exchange_strong(&x->up_at_ms[d], &at, (uint64_t)0)) {
             tern_topology_mark_down(x->topo, d, 0);
+            tern_log(x->log, TERN_LOG_DEBUG, "transport %s: device %s up again for a trial",
+                     x->pl->name, x->pl->devices[d].name);
+        }
     }
 }
 

@@ -46,6 +46,7 @@ typedef struct tern_strset {
 
 typedef struct tern_xport {
     struct tern_engine *eng;      /* the endpoint code reads cfg, auth, name */
+    const struct tern_logger *log; /* the engine's (log.h): devices down and up */
     int index;                    /* in the engine's preference order */
     tern_plugin *pl;
     const tern_transport *ops;

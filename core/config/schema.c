@@ -17,6 +17,7 @@ static int ok_device(const char *s) { return cfg_valid_name(s, TERN_NAME_MAX - 1
 static const char *const select_names[] = {"random", "round_robin", NULL};
 static const char *const evict_names[] = {"sieve", "fifo", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+static const char *const format_names[] = {"text", "json", NULL}; /* TERN_LOG_FORMAT_* */
 
 #define F(field) offsetof(tern_config, field)
 #define SLICE_MIN (4 << 10)
@@ -86,6 +87,12 @@ const cfg_key cfg_keys[] = {
              "Names in any case, or `0`..`3`."},
      .flags = CFGK_ALIASES, .off = F(log_level), .env = "TERN_LOG_LEVEL",
      .env_bit = TERN_CFG_ENV_LOG_LEVEL},
+    {.opt = {"log_format", TERN_OPT_CHOICE, 0, 0, format_names, "text",
+             "`text`: `2026-12-03T18:00:00.123Z warn tern[host:port] tid=1234: message` (UTC "
+             "time with milliseconds, level, engine name, thread id).  `json`: one object a "
+             "line, `{\"time\", \"level\", \"engine\", \"thread\", \"msg\"}`, for log "
+             "collectors.  A log hook (docs/api.md, Logging) receives the lines instead."},
+     .off = F(log_format), .env = "TERN_LOG_FORMAT", .env_bit = TERN_CFG_ENV_LOG_FORMAT},
     {.opt = {"handshake_max_frame", TERN_OPT_SIZE, 4 << 10, 64 << 20, NULL, "1M",
              "Largest handshake/metadata frame accepted."},
      .off = F(handshake_max_frame)},

@@ -129,8 +129,13 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
             tern_dpq_push(e->dp, cs, 0); /* the next transport: no attempt spent */
         return;
     }
-    if (h == TERN_HEAL_PEER) /* an attempt on the peer failed: back off, share it */
+    if (h == TERN_HEAL_PEER) { /* an attempt on the peer failed: back off, share it */
+        uint64_t before = atomic_load(&cs->seg->fail_epoch);
         cs->epoch = tern_segment_failed(cs->seg, rc, err);
+        if (cs->epoch > before) /* once per backoff window, not once per slice */
+            tern_log(&e->log, TERN_LOG_DEBUG, "segment %s: attempt failed (%s); the next "
+                     "one after a backoff and a descriptor refetch", cs->seg->name, err);
+    }
     if (h == TERN_HEAL_FATAL || h == TERN_HEAL_RANGE || cs->attempt >= e->cfg->retries) {
         tern_cslice_fail(cs, rc, err);
         return;
@@ -279,7 +284,7 @@ static int work_heal(tern_engine *e, tern_cslice *cs)
         }
         cs->refetch = 0; /* LATER: the descriptor is younger than the rate limit: go on */
         if (rc < 0 && rc != TERN_ERR_CLOSED)
-            tern_log((void *)e->cfg, TERN_LOG_DEBUG, "%s", why);
+            tern_log(&e->log, TERN_LOG_DEBUG, "%s", why);
     }
     if (cs->range) {
         cs->range = 0;

@@ -82,7 +82,7 @@ static stage_buf *buf_new(struct tern_stage *st, int gpu, char *err, size_t errl
         char msg[256] = "";
         if (x->ops->mr_register(x->pl->ctx, b->host, st->bufsize, &b->keys[t], &b->mr[t], msg,
                                 sizeof msg) != 0)
-            tern_log(st->e->cfg, TERN_LOG_WARN, "staging buffer for GPU %d: %s: %s", gpu,
+            tern_log(&st->e->log, TERN_LOG_WARN, "staging buffer for GPU %d: %s: %s", gpu,
                      x->pl->name, msg);
     }
     return b;
@@ -261,7 +261,7 @@ static void grow(struct tern_stage *st, int gpu)
     }
     /* No buffer can be made: when the GPU has none at all, the slices
      * waiting for one fail; else they wait for one to come back. */
-    tern_log(st->e->cfg, TERN_LOG_ERROR, "staging for GPU %d: %s", gpu, err);
+    tern_log(&st->e->log, TERN_LOG_ERROR, "staging for GPU %d: %s", gpu, err);
     pthread_mutex_lock(&st->lock);
     st->gpu[gpu].nalloc--;
     tern_cslice *keep = NULL, *keep_tail = NULL, *fail = NULL, *fail_tail = NULL, *cs;

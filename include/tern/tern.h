@@ -9,8 +9,10 @@
  * given batch must not be submitted to, waited on, reset or freed from two
  * threads at once (tern_batch_state, _fd, _inflight, _cancel and
  * _notify_error may run beside those).  No callback runs on an
- * application thread: completions and notifications are observed through
- * the wait calls or the eventfds (docs/api.md).  Errors: negative tern_err codes; tern_engine_last_error() holds
+ * application thread, the log hook of tern_engine_create_with excepted (it
+ * runs where the line is logged): completions and notifications are
+ * observed through the wait calls or the eventfds (docs/api.md).  Errors:
+ * negative tern_err codes; tern_engine_last_error() holds
  * the message for the calling thread's last failure on that engine.
  */
 #ifndef TERN_TERN_H
@@ -310,6 +312,41 @@ int tern_batch_notify_error(tern_batch *batch, char *why, size_t whylen);
 int tern_transfer_sync(tern_engine *engine, tern_opcode opcode, void *local,
                        tern_segment_id segment, uint64_t remote, uint64_t length,
                        int timeout_ms);
+
+/* ---- creation with options, and the log hook ---------------------------- */
+
+/* Receives every log line of an engine that passes its log_level: level
+ * 0 error, 1 warn, 2 info, 3 debug (TERN_LOG_* in tern/transport.h), the
+ * engine's name (its server_name, "" before it has one) and the message (no
+ * time, no newline).
+ * Return 0 to take the line over, nonzero to have the engine also write it
+ * to stderr in its log_format.  Called on whichever thread logs, engine
+ * threads and application threads alike, possibly from several at once and
+ * while engine locks are held: it must be thread-safe, return promptly and
+ * not call into the same engine.  The strings live for the call only. */
+typedef int (*tern_log_hook)(void *user, int level, const char *engine, const char *msg);
+#define TERN_LOG_HOOK 1 /* this header has tern_log_hook and tern_engine_create_with */
+
+/* What tern_engine_create_with builds an engine from.  Zero it, set size to
+ * sizeof(tern_engine_options) and fill what you need; fields may be added
+ * at the end, and the engine reads only the first `size` bytes, so a
+ * program built against an older header keeps working. */
+typedef struct tern_engine_options {
+    size_t size;              /* sizeof(tern_engine_options) */
+    const char *config_path;  /* YAML file; NULL: $TERN_CONFIG, else the default */
+    const char *config_yaml;  /* YAML text instead of a file (config_path ignored) */
+    const char *origin;       /* names config_yaml in messages; NULL: "<yaml>" */
+    const char *server_name;  /* replaces the configuration's; NULL keeps it */
+    tern_log_hook log_hook;   /* NULL: lines go to stderr */
+    void *log_user;           /* log_hook's first argument */
+} tern_engine_options;
+
+/* Create an engine as tern_engine_create/_as/_from_yaml do, with the log
+ * hook in place before the first line: every line of the engine's life,
+ * creation and destruction included, goes to it.  NULL on failure, the
+ * reason in err (a bad options->size is TERN_ERR_INVAL's message). */
+tern_engine *tern_engine_create_with(const tern_engine_options *options, char *err,
+                                     size_t errlen);
 
 #ifdef __cplusplus
 }

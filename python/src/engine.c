@@ -160,11 +160,96 @@ static int config_arg(PyObject *config, PyObject *server_name, PyObject **path, 
     return -1;
 }
 
+/* ---- logger=: the engine's lines into Python's logging (logbridge.c) ------- */
+
+static PyObject *logbridge_call(const char *fn, PyObject *args)
+{
+    PyObject *mod = PyImport_ImportModule("tern._logbridge");
+    PyObject *f = mod ? PyObject_GetAttrString(mod, fn) : NULL;
+    Py_XDECREF(mod);
+    PyObject *r = f && args ? PyObject_CallObject(f, args) : NULL;
+    Py_XDECREF(f);
+    Py_XDECREF(args);
+    return r;
+}
+
+/* The queue and its reader thread, before the engine exists: the hook is
+ * set at creation, so even the plugin loader's lines reach the logger. */
+static int logbridge_start(EngineObject *self, PyObject *logger)
+{
+#if TERNPY_LOG_HOOK
+    PyObject *lg = logbridge_call("resolve", Py_BuildValue("(O)", logger));
+    if (!lg)
+        return -1;
+    self->logq = PyObject_CallNoArgs((PyObject *)&TernPy_LogQueueType);
+    if (self->logq)
+        self->logthread = logbridge_call("start", Py_BuildValue("(OO)", self->logq, lg));
+    Py_DECREF(lg);
+    if (!self->logthread) {
+        Py_CLEAR(self->logq);
+        return -1;
+    }
+    return 0;
+#else
+    (void)self;
+    (void)logger;
+    ternpy_raise(TERN_ERR_NOT_SUPPORTED,
+                 "Engine: logger= needs a libtern with tern_engine_create_with");
+    return -1;
+#endif
+}
+
+static int py_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* After the engine is gone: the thread delivers what is queued and ends.
+ * While the interpreter shuts down (an engine never closed) nothing can be
+ * imported and daemon threads no longer run: only close the queue. */
+static void logbridge_stop(EngineObject *self)
+{
+    if (!self->logq)
+        return;
+    PyObject *r = py_finalizing()
+                      ? PyObject_CallMethod(self->logq, "close", NULL)
+                      : logbridge_call("stop", Py_BuildValue("(OO)", self->logq, self->logthread));
+    if (!r && py_finalizing())
+        PyErr_Clear();
+    else if (!r)
+        PyErr_WriteUnraisable((PyObject *)self);
+    Py_XDECREF(r);
+    Py_CLEAR(self->logthread);
+    Py_CLEAR(self->logq);
+}
+
+static tern_engine *engine_create(EngineObject *self, const char *path, const char *yaml,
+                                  const char *server_name, char *err, size_t errlen)
+{
+#if TERNPY_LOG_HOOK
+    if (self->logq) {
+        tern_engine_options o = {.size = sizeof o, .config_path = path, .config_yaml = yaml,
+                                 .server_name = server_name, .log_hook = ternpy_log_hook,
+                                 .log_user = ((LogQueueObject *)self->logq)->q};
+        return tern_engine_create_with(&o, err, errlen);
+    }
+#endif
+    (void)self;
+    return yaml ? tern_engine_create_from_yaml(yaml, "<yaml>", err, errlen)
+                : tern_engine_create_as(path, server_name, err, errlen);
+}
+
 static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"config", "server_name", NULL};
-    PyObject *config = Py_None, *server_name = Py_None, *path = NULL, *yaml = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:Engine", kwlist, &config, &server_name))
+    static char *kwlist[] = {"config", "server_name", "logger", NULL};
+    PyObject *config = Py_None, *server_name = Py_None, *logger = Py_None;
+    PyObject *path = NULL, *yaml = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$OO:Engine", kwlist, &config, &server_name,
+                                     &logger))
         return -1;
     if (self->e) {
         ternpy_raise(TERN_ERR_EXISTS, "Engine: already created");
@@ -176,6 +261,12 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
     }
     if (config_arg(config, server_name, &path, &yaml) < 0)
         return -1;
+    if (logger != Py_None && logger != Py_False && !self->logq &&
+        logbridge_start(self, logger) < 0) {
+        Py_XDECREF(path);
+        Py_XDECREF(yaml);
+        return -1;
+    }
     const char *p = path ? PyBytes_AS_STRING(path) : NULL;
     const char *y = yaml ? PyBytes_AS_STRING(yaml) : NULL;
     const char *sn = server_name != Py_None && !yaml ? PyUnicode_AsUTF8(server_name) : NULL;
@@ -183,14 +274,14 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
     tern_engine *e;
     int code = 0;
     Py_BEGIN_ALLOW_THREADS
-    e = y ? tern_engine_create_from_yaml(y, "<yaml>", err, sizeof err)
-          : tern_engine_create_as(p, sn, err, sizeof err);
+    e = engine_create(self, p, y, sn, err, sizeof err);
     if (!e)
         code = create_failure_code(p, y);
     Py_END_ALLOW_THREADS
     Py_XDECREF(path);
     Py_XDECREF(yaml);
     if (!e) {
+        logbridge_stop(self); /* the lines of the failed creation reach the logger */
         ternpy_raise(code, err[0] ? err : "engine creation failed");
         return -1;
     }
@@ -239,6 +330,7 @@ static int engine_close_impl(EngineObject *self)
     Py_END_ALLOW_THREADS
     while (self->nregs)
         Py_DECREF(ternpy_regs_take(self, self->nregs - 1));
+    logbridge_stop(self); /* every line is with the logger when close() returns */
     self->closing = 0;
     return 0;
 }
@@ -418,7 +510,7 @@ PyTypeObject TernPy_EngineType = {
     .tp_dealloc = (destructor)engine_dealloc,
     .tp_repr = (reprfunc)engine_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Engine(config=None, *, server_name=None)\n\n"
+    .tp_doc = "Engine(config=None, *, server_name=None, logger=None)\n\n"
               "A tern transfer engine: a handshake daemon, a metadata backend and\n"
               "the transports its configuration loads.  It registers memory, opens\n"
               "peers' segments and moves bytes with batches.\n\n"
@@ -428,6 +520,10 @@ PyTypeObject TernPy_EngineType = {
               "configuration's ('127.0.0.1:0' picks a free port; read it back from\n"
               "server_name).  An invalid configuration raises ConfigError naming\n"
               "file:line:col.\n\n"
+              "logger: None (lines on stderr), True (logging.getLogger('tern')), a\n"
+              "logger name or a logging.Logger: every line the engine logs (at or\n"
+              "above log_level) becomes a LogRecord there, with levels mapped and\n"
+              "the attributes tern_engine and tern_thread; close() delivers them all.\n\n"
               "Use it as a context manager, or call close():\n\n"
               "    with tern.Engine({'server_name': '127.0.0.1:0',\n"
               "                      'transports': [{'name': 'tcp'}]}) as eng:\n"

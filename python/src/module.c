@@ -412,6 +412,10 @@ PyMODINIT_FUNC PyInit__tern(void)
         add_type(m, &TernPy_EngineType, "Engine") < 0 ||
         add_type(m, &TernPy_SegmentType, "Segment") < 0 ||
         add_type(m, &TernPy_BatchType, "Batch") < 0 ||
+#if TERNPY_LOG_HOOK
+        add_type(m, &TernPy_LogQueueType, "_LogQueue") < 0 ||
+#endif
+        PyModule_AddIntConstant(m, "HAS_LOG_HOOK", TERNPY_LOG_HOOK) < 0 ||
         PyModule_AddStringConstant(m, "__version__", TERN_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(m, "NOTIFY_MAX", TERN_NOTIFY_MAX) < 0 ||
         PyModule_AddIntConstant(m, "LOCAL_SEGMENT", TERN_LOCAL_SEGMENT) < 0) {

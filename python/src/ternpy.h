@@ -37,6 +37,29 @@
 #define TERNPY_V2 0
 #endif
 
+/* The log hook (tern_engine_create_with): Engine(logger=...) when the
+ * headers have it. */
+#ifdef TERN_LOG_HOOK
+#define TERNPY_LOG_HOOK 1
+#else
+#define TERNPY_LOG_HOOK 0
+#endif
+
+/* ---- the log bridge (logbridge.c) ------------------------------------------ */
+
+typedef struct ternpy_logq ternpy_logq;
+
+typedef struct LogQueueObject {
+    PyObject_HEAD
+    ternpy_logq *q;
+} LogQueueObject;
+
+#if TERNPY_LOG_HOOK
+extern PyTypeObject TernPy_LogQueueType;
+/* The engine's log hook: user is a LogQueueObject's q. */
+int ternpy_log_hook(void *user, int level, const char *engine, const char *msg);
+#endif
+
 /* ---- registrations ------------------------------------------------------ */
 
 typedef struct RegObject {
@@ -74,6 +97,8 @@ typedef struct EngineObject {
     int closing;             /* close() is under way: no new calls */
     PyObject *server_name;   /* str, cached after creation */
     PyObject *weakreflist;
+    PyObject *logq;          /* _LogQueue the engine logs into, or NULL */
+    PyObject *logthread;     /* the threading.Thread that empties it */
 } EngineObject;
 
 extern PyTypeObject TernPy_EngineType;

@@ -22,6 +22,7 @@ See python/README.md and docs/python.md.
 
 from ._tern import (  # noqa: F401  (re-exported)
     HAS_API_V2,
+    HAS_LOG_HOOK,
     LOCAL_SEGMENT,
     NOTIFY_MAX,
     AbiError,
@@ -70,5 +71,6 @@ __all__ = [
     "NoMemoryError", "NotFoundError", "NotSupportedError", "NoTransportError",
     "PluginError", "ProtocolError", "RangeError", "RefusedError",
     "TimeoutError", "UnreachableError", "describe_config", "config_schema",
-    "strerror", "NOTIFY_MAX", "LOCAL_SEGMENT", "HAS_API_V2", "__version__",
+    "strerror", "NOTIFY_MAX", "LOCAL_SEGMENT", "HAS_API_V2", "HAS_LOG_HOOK",
+    "__version__",
 ] + (["BufferInfo", "NOTIFY_QUEUE", "BUFFER_NAME_MAX"] if HAS_API_V2 else [])

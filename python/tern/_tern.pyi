@@ -1,6 +1,7 @@
 """Type stubs of tern._tern, the C extension re-exported by `tern`."""
 
 import enum
+import logging
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Union
 
@@ -10,6 +11,7 @@ LOCAL_SEGMENT: int
 HAS_API_V2: int  # 1 when libtern has the application API v2 (below: "v2")
 NOTIFY_QUEUE: int  # v2
 BUFFER_NAME_MAX: int  # v2
+HAS_LOG_HOOK: int  # 1 when libtern has tern_engine_create_with (Engine(logger=...))
 
 # An object with the buffer protocol (bytearray, memoryview, numpy array)
 # or an int address.
@@ -125,7 +127,8 @@ class Batch:
     def __exit__(self, *exc: Any) -> bool: ...
 
 class Engine:
-    def __init__(self, config: Config = None, *, server_name: Optional[str] = None) -> None: ...
+    def __init__(self, config: Config = None, *, server_name: Optional[str] = None,
+                 logger: Union[None, bool, str, "logging.Logger"] = None) -> None: ...
     @property
     def server_name(self) -> str: ...
     @property
