@@ -125,6 +125,15 @@ int bench_sweep_plot_only(const bench_sweep_opts *s)
 
 int bench_sweep_check(bench_sweep_opts *s, const char *mode, int verify)
 {
+    if (s->ncompare && !s->plot) {
+        fprintf(stderr, "tern-bench: --compare adds series to a chart: give --plot FILE.svg\n");
+        return -1;
+    }
+    if (s->seconds && !s->on) {
+        fprintf(stderr, "tern-bench: --seconds is a sweep's time per point (a single run "
+                        "takes --duration)\n");
+        return -1;
+    }
     if (!s->from) {
         s->from = 4u << 10;
         s->to = 64u << 20;

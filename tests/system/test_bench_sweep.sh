@@ -22,7 +22,8 @@ unset TERN_CONFIG TERN_PLUGIN_PATH
 export TERN_LOG_LEVEL=warn
 
 # ---- options that do not fit are refused before anything runs ---------------
-for bad in "--sweep 64K..4K" "--sweep 3K..64K" "--csv x.csv" "--sweep --verify"; do
+for bad in "--sweep 64K..4K" "--sweep 3K..64K" "--csv x.csv" "--sweep --verify" \
+           "--sweep --compare a.json" "--seconds 1" "--sweep --seconds 0"; do
     rc=0
     # shellcheck disable=SC2086
     "$bench" --mode initiator --segment 127.0.0.1:1 $bad >/dev/null 2>"$tmp/err" || rc=$?
