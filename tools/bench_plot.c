@@ -27,6 +27,7 @@
 
 typedef struct series {
     char name[200];
+    int pt;                    /* gnuplot point type: by op, so colours that repeat still differ */
     int n, cap;
     double *x, *gbs, *p50, *p99;
 } series;
@@ -126,6 +127,9 @@ static int add_group(chart *c, json_object *g, const char *where)
         else
             snprintf(name, sizeof name, "%s", label);
         series *s = series_get(c, name);
+        if (s && !s->pt)
+            s->pt = !json_object_object_get_ex(r, "op", &op) ? 5 /* square: a baseline */
+                    : !strcmp(json_object_get_string(op), "read") ? 9 /* triangle */ : 7;
         if (!s || series_add(s, x, num(r, "gb_per_s"), num(r, "lat_p50_us"),
                              num(r, "lat_p99_us")) < 0)
             return -1;
@@ -176,9 +180,11 @@ static int has_any(const double *v, int n)
     return 0;
 }
 
+/* 20 colours that stay apart (Tableau 10, then darker and lighter tones). */
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-                                     "#000000", "#aec7e8"};
+                                     "#000000", "#aec7e8", "#98df8a", "#ff9896", "#c5b0d5",
+                                     "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79"};
 #define NCOLORS (sizeof colors / sizeof colors[0])
 
 static void put_size_tics(FILE *f, double lo, double hi)
@@ -205,15 +211,15 @@ static void put_plot(FILE *f, const chart *c, int latency)
         const series *s = &c->s[i];
         const char *col = colors[(size_t)i % NCOLORS];
         if (!latency && has_any(s->gbs, s->n)) {
-            fprintf(f, "%s$s%d using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb '%s' title ",
-                    first ? "" : ", \\\n     ", i, col);
+            fprintf(f, "%s$s%d using 1:2 with linespoints lw 2 pt %d ps 0.8 lc rgb '%s' title ",
+                    first ? "" : ", \\\n     ", i, s->pt, col);
             put_quoted(f, s->name);
             first = 0;
         }
         if (latency && has_any(s->p50, s->n)) {
             char t[240];
-            fprintf(f, "%s$s%d using 1:3 with linespoints lw 2 pt 7 ps 0.6 lc rgb '%s' title ",
-                    first ? "" : ", \\\n     ", i, col);
+            fprintf(f, "%s$s%d using 1:3 with linespoints lw 2 pt %d ps 0.8 lc rgb '%s' title ",
+                    first ? "" : ", \\\n     ", i, s->pt, col);
             snprintf(t, sizeof t, "%s p50", s->name);
             put_quoted(f, t);
             fprintf(f, ", \\\n     $s%d using 1:4 with lines lw 2 dt 2 lc rgb '%s' title ", i, col);
