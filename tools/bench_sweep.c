@@ -140,6 +140,11 @@ int bench_sweep_check(bench_sweep_opts *s, const char *mode, int verify)
     }
     if (!s->seconds)
         s->seconds = 0.5;
+    if (s->json_stdout && s->csv && !strcmp(s->csv, "-")) {
+        fprintf(stderr, "tern-bench: --json and --csv - would both write to stdout: "
+                        "give one of them a FILE\n");
+        return -1;
+    }
     if (!mode)
         return 0;
     int initiator = !strcmp(mode, "initiator");
@@ -357,7 +362,8 @@ int bench_sweep_run(const bench_sweep_opts *s, const bench_sweep_info *in,
         if (pts[i].first_error[0] && errors == pts[i].errors)
             fprintf(stderr, "tern-bench: first error: %s\n", pts[i].first_error);
     }
-    if (!s->json_stdout)
+    /* stdout carries one format: the JSON, the CSV or the table */
+    if (!s->json_stdout && !(s->csv && !strcmp(s->csv, "-")))
         print_table(label, transport, in, pts, n, s->seconds);
     json_object *doc = sweep_json(s, in, label, transport, pts, n);
     if (s->json_stdout && write_json(NULL, doc) < 0)

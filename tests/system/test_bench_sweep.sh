@@ -23,7 +23,8 @@ export TERN_LOG_LEVEL=warn
 
 # ---- options that do not fit are refused before anything runs ---------------
 for bad in "--sweep 64K..4K" "--sweep 3K..64K" "--csv x.csv" "--sweep --verify" \
-           "--sweep --compare a.json" "--seconds 1" "--sweep --seconds 0"; do
+           "--sweep --compare a.json" "--seconds 1" "--sweep --seconds 0" \
+           "--sweep --json --csv -"; do
     rc=0
     # shellcheck disable=SC2086
     "$bench" --mode initiator --segment 127.0.0.1:1 $bad >/dev/null 2>"$tmp/err" || rc=$?
@@ -87,7 +88,11 @@ echo "test_bench_sweep: ok: 10 CSV and JSON rows, one per size and direction, no
     --sweep 4K..8K --seconds 0.1 --json >"$tmp/o.json" 2>"$tmp/err" || fail "--json: $(cat "$tmp/err")"
 "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["rows"]) == 4, d' \
     "$tmp/o.json" || fail "--json on stdout: $(cat "$tmp/o.json")"
-echo "test_bench_sweep: ok: --json without a file prints the document alone"
+"$bench" --mode initiator --config "$tmp/tcp.yaml" --segment "$seg" --buffer-size 4M \
+    --sweep 4K..8K --seconds 0.1 --csv - >"$tmp/o.csv" 2>"$tmp/err" || fail "--csv -: $(cat "$tmp/err")"
+"$py" -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); assert len(r) == 4, r' \
+    "$tmp/o.csv" || fail "--csv - on stdout: $(cat "$tmp/o.csv")"
+echo "test_bench_sweep: ok: --json without a file, or --csv -, prints that format alone"
 
 # ---- the chart -----------------------------------------------------------------
 # A baseline as bench/ scripts write it: a "series" list, rows without "op".
