@@ -118,6 +118,13 @@ void bench_sweep_json_opt(bench_sweep_opts *s, const char *arg, int argc, char *
         s->json_stdout = 1;
 }
 
+void bench_sweep_opts_free(bench_sweep_opts *s)
+{
+    free(s->compare);
+    s->compare = NULL;
+    s->ncompare = 0;
+}
+
 int bench_sweep_plot_only(const bench_sweep_opts *s)
 {
     return !s->on && s->plot && s->ncompare > 0;

@@ -76,6 +76,8 @@ void bench_sweep_json_opt(bench_sweep_opts *s, const char *arg, int argc, char *
 /* After parsing: 0 when the options fit together with mode (NULL: none
  * given), else -1 with a message. */
 int bench_sweep_check(bench_sweep_opts *s, const char *mode, int verify);
+/* Frees what parsing allocated (the --compare list). */
+void bench_sweep_opts_free(bench_sweep_opts *s);
 /* Without --mode: only --plot with --compare, drawing earlier results. */
 int bench_sweep_plot_only(const bench_sweep_opts *s);
 

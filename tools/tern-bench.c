@@ -886,13 +886,16 @@ static int run_initiator(const opts *o)
 int main(int argc, char **argv)
 {
     opts o;
-    if (parse_opts(argc, argv, &o) != 0)
+    if (parse_opts(argc, argv, &o) != 0) {
+        bench_sweep_opts_free(&o.sw);
         return 64;
+    }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (!o.mode)
-        return bench_plot_files(&o.sw);
-    return !strcmp(o.mode, "target") ? run_target(&o) : run_initiator(&o);
+    int rc = !o.mode ? bench_plot_files(&o.sw)
+             : !strcmp(o.mode, "target") ? run_target(&o) : run_initiator(&o);
+    bench_sweep_opts_free(&o.sw);
+    return rc;
 }
