@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps run test install clean mutate
+.PHONY: all build deps run test install clean mutate charts
 
 all: build
 
@@ -32,6 +32,10 @@ install: build
 
 clean:
 	rm -rf $(BUILD)
+
+# docs/bench-tcp-shm.svg and bench/results/*.json from the bench/ scripts
+charts: build
+	./bench/charts.sh $(BUILD)
 
 # Hardening: libFuzzer targets, each run FUZZ_SECONDS (clang,
 # ASan + UBSan, build dir BUILD_FUZZ); integration tests under valgrind.

@@ -17,10 +17,16 @@
 # network namespace (Mooncake binds 0.0.0.0 and [::]); needs root.
 # Absolute figures on a shared machine move a lot; the ratio of runs a few
 # seconds apart is what counts.
+# JSON_OUT=FILE: the results as JSON (bench/bench_results.py: series
+# "Mooncake <tag>", "tern tcp, batch 16", "tern -> Mooncake <tag>", one row
+# per op and size); PLOT=FILE.svg|.png: them drawn by tern-bench --plot.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 T=${SECONDS_PER_RUN:-5}
 OPS=${OPS:-"write read"}
+JSON_OUT=${JSON_OUT:-}
+PLOT=${PLOT:-}
+RESULTS="$(cd "$(dirname "$0")" && pwd)/bench_results.py"
 declare -A MC=()
 [ -n "${TERN_MOONCAKE_BENCH_V0310:-}" ] && MC[v0.3.10]=$TERN_MOONCAKE_BENCH_V0310
 [ -n "${TERN_MOONCAKE_BENCH_V0312:-}" ] && MC[v0.3.12.post1]=$TERN_MOONCAKE_BENCH_V0312
@@ -87,6 +93,7 @@ run_tern() { # segment op size -> GB/s
         { echo "tern initiator failed:" >&2; tail -5 "$WORK/ti.log" >&2; echo nan; return; }
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gb_per_s"])' "$WORK/ti.json"
 }
+row() { python3 "$RESULTS" row "$WORK/rows.jsonl" "$@"; }
 ratio() { python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('%.2f' % (a/b) if b>0 and a==a and b==b else 'n/a')" "$1" "$2"; }
 
 start_tern_target
@@ -102,6 +109,9 @@ for tag in "${!MC[@]}"; do
             tm=$(run_tern "$MCSEG" "$op" "$size")
             printf '%-14s %-6s %-5s %10s %10s %10s | %9s %9s\n' "$tag" "$op" \
                 "$((size >> 10))K" "$mc" "$tn" "$tm" "$(ratio "$tn" "$mc")" "$(ratio "$tm" "$mc")"
+            row "label=Mooncake $tag" "op=$op" "block_size=$size" "gb_per_s=$mc"
+            row "label=tern tcp, batch 16" "op=$op" "block_size=$size" "gb_per_s=$tn"
+            row "label=tern -> Mooncake $tag" "op=$op" "block_size=$size" "gb_per_s=$tm"
             if [ -n "${MC_POOL:-}" ]; then
                 mp=$(run_mc "$b" "$op" "$size" MC_TCP_ENABLE_CONNECTION_POOL=1)
                 printf '%-14s %-6s %-5s %10s %10s %10s | %9s\n' "$tag+pool" "$op" \
@@ -113,3 +123,15 @@ for tag in "${!MC[@]}"; do
 done
 echo "GB = 1e9 bytes; tern/MC > 1: tern moved more per second; t->MC: tern's initiator" \
      "speaking Mooncake's format to the Mooncake target"
+if [ -n "$JSON_OUT" ] || [ -n "$PLOT" ]; then
+    out=${JSON_OUT:-$WORK/results.json}
+    python3 "$RESULTS" write "$WORK/rows.jsonl" "$out" bench=mooncake_vs_tern \
+        "command=OPS=\"$OPS\" SECONDS_PER_RUN=$T bench/mooncake_vs_tern.sh" \
+        "date=$(date -u +%Y-%m-%dT%H:%MZ)" "load_average=$(cut -d' ' -f1-3 /proc/loadavg)" \
+        "nproc=$(nproc)"
+    [ -n "$JSON_OUT" ] && echo "results: $JSON_OUT"
+    if [ -n "$PLOT" ]; then
+        "$TB" --plot "$PLOT" --compare "$out" --title "tern vs Mooncake Transfer Engine, tcp" &&
+            echo "chart: $PLOT"
+    fi
+fi

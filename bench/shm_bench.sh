@@ -2,7 +2,7 @@
 # bench/shm_bench.sh [BUILD_DIR]: the same-host transport against memcpy and
 # against tern's tcp, in one run, on this machine.
 #
-# 1 MiB blocks, a 64 MiB buffer on each side:
+# Blocks of each size in SIZES (default 1M), a 64 MiB buffer on each side:
 #   memcpy x1:  tern-bench-memcpy --threads 1  (64 MiB in 1 MiB pieces)
 #   memcpy xN:  tern-bench-memcpy --threads N, N = shm's workers
 #               (transports.shm.workers; default: online CPUs, at most 8)
@@ -16,6 +16,9 @@
 # workers; 0 = default), CHUNK (transports.shm.chunk_size, default 256K), BATCH (8 blocks per batch), DEPTH (4 batches in flight),
 # HUGEPAGES (1: every buffer, memcpy's included, advised to transparent huge
 # pages; the copy pins the peer's pages, so page size matters most to shm).
+# JSON_OUT=FILE: the results as JSON (bench/bench_results.py: series
+# "memcpy x1", "memcpy xN", "tern shm", "tern tcp, default pool", one row per
+# size, medians); PLOT=FILE.svg|.png: them drawn by tern-bench --plot.
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -29,6 +32,10 @@ CHUNK=${CHUNK:-256K}
 BATCH=${BATCH:-8}
 DEPTH=${DEPTH:-4}
 HUGEPAGES=${HUGEPAGES:-0}
+SIZES=${SIZES:-1M}
+JSON_OUT=${JSON_OUT:-}
+PLOT=${PLOT:-}
+RESULTS="$(cd "$(dirname "$0")" && pwd)/bench_results.py"
 HP=()
 [ "$HUGEPAGES" = 1 ] && HP=(--hugepages)
 
@@ -81,41 +88,79 @@ json_get() { python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv
 median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(map(float, sys.argv[1:])))' "$@"; }
 ratio() { python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('%.2f' % (a / b if b > 0 else 0))" "$1" "$2"; }
 
-run_memcpy() { # threads
-    "$MEMCPY" --size 64M --block 1M --threads "$1" --duration "$T" "${HP[@]}" >"$WORK/memcpy.json"
+run_memcpy() { # threads size
+    "$MEMCPY" --size 64M --block "$2" --threads "$1" --duration "$T" "${HP[@]}" >"$WORK/memcpy.json"
     json_get "$WORK/memcpy.json"
 }
 
-run_tern() { # transport op
-    local out="$WORK/$1-$2.json"
+# tern-bench's JSON -> "GB/s p50-us p99-us"
+json_tern() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.3f %d %d' % (d['gb_per_s'], d['lat_p50_us'], d['lat_p99_us']))" "$1"; }
+
+run_tern() { # transport op size
+    local out="$WORK/$1-$2.json" batch=$BATCH blk
+    blk=$(python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import bench_results; print(bench_results.value(sys.argv[2]))" "$(dirname "$RESULTS")" "$3")
+    # BATCH blocks per batch where that many fit in the 64 MiB buffer
+    [ $((batch * blk)) -gt $((64 << 20)) ] && batch=$(((64 << 20) / blk))
+    [ "$batch" -ge 1 ] || { echo "shm_bench: $3 blocks do not fit in 64 MiB" >&2; return 1; }
     "$BENCH" --mode initiator --config "$WORK/$1.yaml" --segment "$SEG" --op "$2" \
-        --block-size 1M --batch-size "$BATCH" --queue-depth "$DEPTH" --buffer-size 64M "${HP[@]}" \
+        --block-size "$3" --batch-size "$batch" --queue-depth "$DEPTH" --buffer-size 64M "${HP[@]}" \
         --threads 1 --duration "$T" --json >"$out" 2>"$WORK/$1-$2.log" || {
-        echo "shm_bench: tern-bench $1 $2 failed:" >&2; cat "$WORK/$1-$2.log" "$out" >&2; return 1; }
-    json_get "$out"
+        echo "shm_bench: tern-bench $1 $2 $3 failed:" >&2; cat "$WORK/$1-$2.log" "$out" >&2; return 1; }
+    json_tern "$out"
 }
 
-m1s=() mns=()
-declare -A shm tcp
-for op in $OPS; do shm[$op]=""; tcp[$op]=""; done
-for _ in $(seq "$REPEAT"); do
-    m1s+=("$(run_memcpy 1)")
-    mns+=("$(run_memcpy "$N")")
+row() { python3 "$RESULTS" row "$WORK/rows.jsonl" "$@"; }
+# the medians of the runs of one series at one size, as a row and on stdout
+tern_row() { # label op size "GB/s p50 p99" ...
+    local label=$1 op=$2 size=$3 g=() p=() q=()
+    shift 3
+    for r in "$@"; do read -r a b c <<<"$r"; g+=("$a"); p+=("$b"); q+=("$c"); done
+    local gm; gm=$(median "${g[@]}")
+    row "label=$label" "op=$op" "block_size=$size" "gb_per_s=$gm" \
+        "lat_p50_us=$(median "${p[@]}")" "lat_p99_us=$(median "${q[@]}")"
+    echo "$gm"
+}
+
+hp=$([ "$HUGEPAGES" = 1 ] && echo yes || echo no)
+echo "64 MiB buffers, $T s per run, medians of $REPEAT round(s); shm workers: $N, chunk $CHUNK, huge pages: $hp"
+printf '%-6s %-6s %12s %12s %10s %10s | %9s %9s %8s\n' block op "memcpy x1" "memcpy x$N" "shm GB/s" \
+    "tcp GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp"
+for size in $SIZES; do
+    m1s=() mns=()
+    declare -A shm=() tcp=()
+    for op in $OPS; do shm[$op]=""; tcp[$op]=""; done
+    for _ in $(seq "$REPEAT"); do
+        m1s+=("$(run_memcpy 1 "$size")")
+        mns+=("$(run_memcpy "$N" "$size")")
+        for op in $OPS; do
+            shm[$op]+="$(run_tern shm "$op" "$size");"
+            tcp[$op]+="$(run_tern tcp "$op" "$size");"
+        done
+    done
+    m1=$(median "${m1s[@]}"); mn=$(median "${mns[@]}")
+    row "label=memcpy x1" "block_size=$size" "gb_per_s=$m1"
+    row "label=memcpy x$N" "block_size=$size" "gb_per_s=$mn"
     for op in $OPS; do
-        shm[$op]+=" $(run_tern shm "$op")"
-        tcp[$op]+=" $(run_tern tcp "$op")"
+        IFS=';' read -r -a sr <<<"${shm[$op]}"
+        IFS=';' read -r -a cr <<<"${tcp[$op]}"
+        s=$(tern_row "tern shm" "$op" "$size" "${sr[@]}")
+        c=$(tern_row "tern tcp, default pool" "$op" "$size" "${cr[@]}")
+        printf '%-6s %-6s %12s %12s %10s %10s | %9s %9s %8s\n' "$size" "$op" "$m1" "$mn" "$s" "$c" \
+            "$(ratio "$s" "$m1")" "$(ratio "$s" "$mn")" "$(ratio "$s" "$c")"
     done
 done
-m1=$(median "${m1s[@]}"); mn=$(median "${mns[@]}")
-
-echo "1 MiB blocks, 64 MiB buffers, $T s per run, medians of $REPEAT round(s); shm workers: $N, chunk $CHUNK, huge pages: $([ "$HUGEPAGES" = 1 ] && echo yes || echo no)"
-printf '%-6s %12s %12s %10s %10s | %9s %9s %8s\n' op "memcpy x1" "memcpy x$N" "shm GB/s" \
-    "tcp GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp"
-for op in $OPS; do
-    # shellcheck disable=SC2086
-    s=$(median ${shm[$op]}); c=$(median ${tcp[$op]})
-    printf '%-6s %12s %12s %10s %10s | %9s %9s %8s\n' "$op" "$m1" "$mn" "$s" "$c" \
-        "$(ratio "$s" "$m1")" "$(ratio "$s" "$mn")" "$(ratio "$s" "$c")"
-done
-echo "(targets on a 2-core machine: shm >= 0.8 x memcpy x1 and >= 1.5 x tcp;"
+echo "(targets on a 2-core machine at 1 MiB: shm >= 0.8 x memcpy x1 and >= 1.5 x tcp;"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ -n "$JSON_OUT" ] || [ -n "$PLOT" ]; then
+    out=${JSON_OUT:-$WORK/results.json}
+    python3 "$RESULTS" write "$WORK/rows.jsonl" "$out" bench=shm_bench \
+        "command=SIZES=\"$SIZES\" OPS=\"$OPS\" REPEAT=$REPEAT SECONDS_PER_RUN=$T HUGEPAGES=$HUGEPAGES bench/shm_bench.sh" \
+        "shm_workers=$N" "chunk_size=$CHUNK" "batch=$BATCH" "queue_depth=$DEPTH" "huge_pages=$hp" \
+        "date=$(date -u +%Y-%m-%dT%H:%MZ)" "load_average=$(cut -d' ' -f1-3 /proc/loadavg)" \
+        "nproc=$(nproc)"
+    [ -n "$JSON_OUT" ] && echo "results: $JSON_OUT"
+    if [ -n "$PLOT" ]; then
+        "$BENCH" --plot "$PLOT" --compare "$out" --title "tern shm vs memcpy and tern tcp, same host" &&
+            echo "chart: $PLOT"
+    fi
+fi

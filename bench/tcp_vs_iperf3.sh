@@ -2,8 +2,10 @@
 # bench/tcp_vs_iperf3.sh [BUILD_DIR]: tern over TCP against iperf3, in one
 # go, on loopback, same machine, same minute.
 #
-# For each stream count N (STREAMS, default "1 2") and block size (64K, 1M):
+# For each stream count N (STREAMS, default "1 2") and block size (SIZES,
+# default "64K 1M"):
 #   iperf3:  server -s -B 127.0.0.1 -p P; client -c 127.0.0.1 -t 5 -O 1 -l SIZE -P N
+#            (-l at most 1M, iperf3's limit)
 #   tern:    tern-bench target + initiator, --op write (OPS to change),
 #            --threads N, --block-size SIZE, 5 s, TCP transport
 # and prints a table with tern's throughput as a ratio of iperf3's.  Goal:
@@ -20,6 +22,9 @@
 # runs and reports medians, which steadies a noisy machine) or "default" (the transport's default
 # pool of 4 connections per peer; on a loaded machine more threads also
 # means a bigger share of the CPU, so that ratio flatters tern).
+# JSON_OUT=FILE: the results as JSON (bench/bench_results.py: series
+# "iperf3" and "tern tcp, N connection(s)", one row per size, medians);
+# PLOT=FILE.svg|.png: that comparison drawn by tern-bench --plot (gnuplot).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -30,6 +35,10 @@ OPS=${OPS:-write}
 T=${SECONDS_PER_RUN:-5}
 POOL=${POOL:-streams}
 REPEAT=${REPEAT:-1}   # >1: alternate iperf3 and tern runs, report medians
+SIZES=${SIZES:-"64K 1M"}
+JSON_OUT=${JSON_OUT:-}
+PLOT=${PLOT:-}
+RESULTS="$ROOT/bench/bench_results.py"
 
 [ -x "$BENCH" ] || { echo "tcp_vs_iperf3: $BENCH not found (build first)" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "tcp_vs_iperf3: iperf3 is not installed (apt-get install iperf3)" >&2; exit 1; }
@@ -86,9 +95,15 @@ proc_cpu() { # pid -> CPU seconds so far
     awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
 }
 
+bytes_of() { # 64K -> 65536
+    python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import bench_results; print(bench_results.value(sys.argv[2]))" "$ROOT/bench" "$1"
+}
+
 run_iperf3() { # size streams -> "GB/s CPU-s/GB"
-    local out="$WORK/iperf3-$1-$2.json"
-    iperf3 -c 127.0.0.1 -p "$IPORT" -t "$T" -O 1 -l "$1" -P "$2" -J >"$out" 2>&1 || {
+    local out="$WORK/iperf3-$1-$2.json" len=$1
+    # iperf3 writes at most 1 MiB per call (-l): larger sizes run with that
+    [ "$(bytes_of "$len")" -gt 1048576 ] && len=1M
+    iperf3 -c 127.0.0.1 -p "$IPORT" -t "$T" -O 1 -l "$len" -P "$2" -J >"$out" 2>&1 || {
         echo "iperf3 client failed:" >&2; cat "$out" >&2; return 1; }
     json_get "$out" "'%.3f %.3f' % (d['end']['sum_received']['bits_per_second'] / 8e9, \
         (d['end']['cpu_utilization_percent']['host_total'] + \
@@ -96,14 +111,16 @@ run_iperf3() { # size streams -> "GB/s CPU-s/GB"
         (d['end']['sum_received']['bytes'] / 1e9))"
 }
 
-run_tern() { # size streams op -> GB/s
+run_tern() { # size streams op -> "GB/s CPU-s/GB p50-us p99-us"
     local size=$1 n=$2 op=$3 batch blk out="$WORK/tern-$1-$2-$3.json"
     local icfg="$WORK/initiator-$n.yaml"
     cp "$CONFIG" "$icfg"
     if [ "$POOL" = streams ]; then
         sed -i "s/^  - name: tcp\$/  - name: tcp\n    connections: $n/" "$icfg"
     fi
-    case $size in 64K) batch=64; blk=65536 ;; *) batch=16; blk=1048576 ;; esac
+    # 64 blocks per batch up to 64K, 16 above (the shapes of the 64K and 1M runs)
+    blk=$(bytes_of "$size")
+    if [ "$blk" -le 65536 ]; then batch=64; else batch=16; fi
     # a small working set per thread (4 batches in flight): large ones are page-walk
     # bound on these VMs, and iperf3 reuses one buffer too
     local buf=$((n * batch * blk * 4))
@@ -117,32 +134,60 @@ run_tern() { # size streams op -> GB/s
     t1=$(proc_cpu "$TPID")
     local icpu
     icpu=$(awk '{print $1 + $2}' "$WORK/time")
-    json_get "$out" "'%.3f %.3f' % (d['gb_per_s'], ($icpu + $t1 - $t0) / (d['bytes'] / 1e9))"
+    json_get "$out" "'%.3f %.3f %d %d' % (d['gb_per_s'], ($icpu + $t1 - $t0) / (d['bytes'] / 1e9), \
+        d['lat_p50_us'], d['lat_p99_us'])"
 }
 
 median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
 printf '%-6s %-7s %-6s %11s %10s %6s | %13s %11s %9s\n' block streams op "iperf3 GB/s" \
     "tern GB/s" ratio "iperf3 CPUs/GB" "tern CPUs/GB" "cpu ratio"
+row() { python3 "$RESULTS" row "$WORK/rows.jsonl" "$@"; }
 for n in $STREAMS; do
-    for size in 64K 1M; do
+    tlabel="tern tcp, default pool" ilabel=iperf3
+    if [ "$POOL" = streams ]; then tlabel="tern tcp, $n connection"; fi
+    if [ "$n" -gt 1 ]; then
+        ilabel="iperf3 -P $n"
+        if [ "$POOL" = streams ]; then tlabel="${tlabel}s"; fi
+        tlabel="$tlabel, $n threads"
+    fi
+    for size in $SIZES; do
+        ipall=() icall=()
         for op in $OPS; do
-            ips=() tns=() ipc=() tnc=()
+            ips=() tns=() ipc=() tnc=() p50s=() p99s=()
             for _ in $(seq "$REPEAT"); do
                 read -r g c <<<"$(run_iperf3 "$size" "$n")"
                 ips+=("$g"); ipc+=("$c")
-                read -r g c <<<"$(run_tern "$size" "$n" "$op")"
-                tns+=("$g"); tnc+=("$c")
+                read -r g c p50 p99 <<<"$(run_tern "$size" "$n" "$op")"
+                tns+=("$g"); tnc+=("$c"); p50s+=("$p50"); p99s+=("$p99")
             done
+            ipall+=("${ips[@]}"); icall+=("${ipc[@]}")
             ip=$(median "${ips[@]}"); tn=$(median "${tns[@]}")
             ic=$(median "${ipc[@]}"); tc=$(median "${tnc[@]}")
+            row "label=$tlabel" "op=$op" "block_size=$size" "gb_per_s=$tn" "cpu_s_per_gb=$tc" \
+                "lat_p50_us=$(median "${p50s[@]}")" "lat_p99_us=$(median "${p99s[@]}")" \
+                "ratio_to_iperf3=$(python3 -c "print('%.3f' % ($tn / $ip if $ip > 0 else 0))")"
             ratio=$(python3 -c "print('%.2f' % ($tn / $ip if $ip > 0 else 0))")
             cratio=$(python3 -c "print('%.2f' % ($ic / $tc if $tc > 0 else 0))")
             printf '%-6s %-7s %-6s %11s %10s %6s | %13s %11s %9s\n' "$size" "$n" "$op" "$ip" \
                 "$tn" "$ratio" "$ic" "$tc" "$cratio"
         done
+        # iperf3 does not change with op: one row per size, all its runs
+        row "label=$ilabel" "block_size=$size" "gb_per_s=$(median "${ipall[@]}")" \
+            "cpu_s_per_gb=$(median "${icall[@]}")"
     done
 done
 echo "(iperf3: -t $T -O 1; tern-bench: $T s, 4 batches of 64 x 64K or 16 x 1M in flight, TCP connections: $POOL,"
 echo " medians of $REPEAT alternating run(s);"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ -n "$JSON_OUT" ] || [ -n "$PLOT" ]; then
+    out=${JSON_OUT:-$WORK/results.json}
+    python3 "$RESULTS" write "$WORK/rows.jsonl" "$out" bench=tcp_vs_iperf3 \
+        "command=STREAMS=\"$STREAMS\" SIZES=\"$SIZES\" OPS=\"$OPS\" REPEAT=$REPEAT SECONDS_PER_RUN=$T POOL=$POOL bench/tcp_vs_iperf3.sh" \
+        "date=$(date -u +%Y-%m-%dT%H:%MZ)" "load_average=$(cut -d' ' -f1-3 /proc/loadavg)" \
+        "nproc=$(nproc)"
+    [ -n "$JSON_OUT" ] && echo "results: $JSON_OUT"
+    if [ -n "$PLOT" ]; then
+        "$BENCH" --plot "$PLOT" --compare "$out" --title "tern tcp vs iperf3, loopback" && echo "chart: $PLOT"
+    fi
+fi

@@ -8,12 +8,12 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern
         FILES_MATCHING PATTERN "*.yaml")
 
-# Documentation and example sources: <prefix>/share/doc/tern (docs/*.md and
-# README.md), <prefix>/share/tern/examples (examples/, installed from
+# Documentation and example sources: <prefix>/share/doc/tern (docs/*.md, the
+# charts they show, docs/*.svg, and README.md), <prefix>/share/tern/examples (examples/, installed from
 # examples/CMakeLists.txt) and <prefix>/share/tern/plugins/memcpy (the
 # example transport, built out of tree by tests/system/test_install.sh).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
-        FILES_MATCHING PATTERN "*.md")
+        FILES_MATCHING PATTERN "*.md" PATTERN "*.svg")
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/plugins/memcpy/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tern/plugins/memcpy

@@ -5,6 +5,9 @@
  *              [--block-size S] [--batch-size N] [--buffer-size S] [--duration SEC]
  *              [--threads N] [--verify] [--json] [--server-name H:P] [--gpu N]
  *              [--hugepages]
+ *   tern-bench --mode initiator --segment H:P --sweep [FROM..TO] [--seconds SEC]
+ *              [--json [FILE]] [--csv FILE] [--plot FILE.svg] [--compare A.json ...]
+ *   tern-bench --plot FILE.svg --compare A.json [B.json ...]
  *
  * The target registers one buffer, prints "tern-bench target ready: <server
  * name> ..." on stdout and serves until SIGINT/SIGTERM.  The initiator opens
@@ -32,6 +35,10 @@
  * pages for every copy, so 2 MiB pages instead of 4 KiB ones change its
  * throughput most (docs/protocol.md, Same-host transport).
  *
+ * --sweep runs the initiator at every power-of-two block size in a range,
+ * both directions, on one engine and one connection; the sweep, its
+ * outputs and its charts are tools/bench_sweep.c and tools/bench_plot.c.
+ *
  * An initiator without --server-name listens on the config's host with
  * port 0, so it can share a host with a target. */
 #define _GNU_SOURCE
@@ -49,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_sweep.h"
 #include "ephemeral_name.h"
 #include "tern/tern.h"
 
@@ -59,6 +67,7 @@ typedef struct opts {
     int batch, threads, verify, json, depth, hugepages;
     int gpu;                   /* --gpu N: buffers on GPU N; -1 host memory */
     double duration;
+    bench_sweep_opts sw;       /* --sweep, its outputs and --plot (bench_sweep.h) */
 } opts;
 
 typedef struct shared {
@@ -94,7 +103,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int parse_size(const char *s, uint64_t *out)
+int bench_parse_size(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -139,6 +148,7 @@ static void usage(FILE *f)
         "  --hugepages          back the host buffer with transparent huge pages (madvise)\n"
         "  --gpu N              this side's buffer on GPU N (device memory through the CUDA\n"
         "                       driver tern loads at run time; each side chooses its own)\n");
+    fputs(bench_sweep_usage, f);
 }
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -147,9 +157,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         {"mode", 1, 0, 'm'}, {"config", 1, 0, 'c'}, {"segment", 1, 0, 's'},
         {"server-name", 1, 0, 'n'}, {"op", 1, 0, 'o'}, {"block-size", 1, 0, 'b'},
         {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
-        {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 0, 0, 'j'},
+        {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 2, 0, 'j'},
         {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'}, {"hugepages", 0, 0, 'H'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", 0, 0, 'h'}, BENCH_SWEEP_LONGOPTS, {0, 0, 0, 0}};
     *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
                 .threads = 1, .duration = 5, .depth = 2, .gpu = -1};
     int c;
@@ -165,13 +175,13 @@ static int parse_opts(int argc, char **argv, opts *o)
             else { fprintf(stderr, "tern-bench: --op must be read or write, got '%s'\n", optarg); return -1; }
             break;
         case 'b':
-            if (parse_size(optarg, &o->block) || !o->block) {
+            if (bench_parse_size(optarg, &o->block) || !o->block) {
                 fprintf(stderr, "tern-bench: --block-size '%s' is not a size > 0\n", optarg);
                 return -1;
             }
             break;
         case 'S':
-            if (parse_size(optarg, &o->buffer) || !o->buffer) {
+            if (bench_parse_size(optarg, &o->buffer) || !o->buffer) {
                 fprintf(stderr, "tern-bench: --buffer-size '%s' is not a size > 0\n", optarg);
                 return -1;
             }
@@ -192,11 +202,25 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->gpu = (int)g;
             break;
         }
-        case 'j': o->json = 1; break;
+        case 'j': o->json = 1; bench_sweep_json_opt(&o->sw, optarg, argc, argv); break;
         case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        default: {
+            int r = bench_sweep_opt(&o->sw, c, optarg, argc, argv);
+            if (r == 0)
+                usage(stderr);
+            if (r <= 0)
+                return -1;
+        }
         }
     }
+    if (optind < argc) {
+        fprintf(stderr, "tern-bench: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (bench_sweep_check(&o->sw, o->mode, o->verify) != 0)
+        return -1;
+    if (!o->mode && bench_sweep_plot_only(&o->sw))
+        return 0;
     if (!o->mode || (strcmp(o->mode, "target") && strcmp(o->mode, "initiator"))) {
         fprintf(stderr, "tern-bench: --mode target|initiator is required\n");
         return -1;
@@ -595,21 +619,32 @@ static double percentile(const uint32_t *a, size_t n, double q)
         r++;
     return a[r ? r - 1 : 0];
 }
-static void summary(shared *sh, worker *ws, double secs, const char *verdict)
+
+/* out[i]: the q[i] percentile of every worker's latencies together. */
+static void lat_percentiles(const worker *ws, int threads, const double *q, double *out, int nq)
 {
-    const opts *o = sh->o;
     size_t n = 0;
-    for (int t = 0; t < o->threads; t++)
+    for (int t = 0; t < threads; t++)
         n += ws[t].nlat;
     uint32_t *all = malloc((n ? n : 1) * sizeof *all);
     size_t k = 0;
-    for (int t = 0; t < o->threads; t++) {
+    for (int t = 0; all && t < threads; t++) {
         memcpy(all + k, ws[t].lat_us, ws[t].nlat * sizeof *all);
         k += ws[t].nlat;
     }
-    qsort(all, n, sizeof *all, cmp_u32);
-    double p50 = percentile(all, n, 0.50), p99 = percentile(all, n, 0.99);
+    if (all)
+        qsort(all, n, sizeof *all, cmp_u32);
+    for (int i = 0; i < nq; i++)
+        out[i] = all ? percentile(all, n, q[i]) : 0;
     free(all);
+}
+
+static void summary(shared *sh, worker *ws, double secs, const char *verdict)
+{
+    const opts *o = sh->o;
+    double pq[2];
+    lat_percentiles(ws, o->threads, (const double[]){0.50, 0.99}, pq, 2);
+    double p50 = pq[0], p99 = pq[1];
     uint64_t bytes = atomic_load(&sh->bytes), ops = atomic_load(&sh->ops);
     uint64_t errs = atomic_load(&sh->errors);
     double gbs = (double)bytes / secs / 1e9, opss = (double)ops / secs;
@@ -639,7 +674,9 @@ static void summary(shared *sh, worker *ws, double secs, const char *verdict)
     fflush(stdout);
 }
 
-static int setup_initiator(shared *sh, worker **wsp)
+/* The segment, the target's buffer and the local one, registered: what
+ * every run of this initiator shares, whatever its block size. */
+static int open_target(shared *sh)
 {
     const opts *o = sh->o;
     sh->seg = tern_segment_open(sh->e, o->segment);
@@ -653,6 +690,24 @@ static int setup_initiator(shared *sh, worker **wsp)
         return -1;
     }
     uint64_t len = o->buffer < sh->remote_len ? o->buffer : sh->remote_len;
+    sh->remote_len = 0; /* set once the local buffer is there (freed by that length) */
+    sh->local = o->gpu >= 0 ? alloc_gpu_buffer(sh->e, o->gpu, len) : alloc_buffer(len, o->hugepages);
+    if (!sh->local)
+        return -1;
+    sh->remote_len = len;
+    if (tern_register_memory(sh->e, sh->local, len, NULL) != 0) {
+        fprintf(stderr, "tern-bench: registering the local buffer failed: %s\n",
+                tern_engine_last_error(sh->e));
+        return -1;
+    }
+    return 0;
+}
+
+/* The buffers split evenly between --threads workers, in whole batches. */
+static int make_workers(shared *sh, worker **wsp)
+{
+    const opts *o = sh->o;
+    uint64_t len = sh->remote_len;
     uint64_t per_thread = len / (uint64_t)o->threads;
     uint64_t per_batch = (uint64_t)o->batch * o->block;
     per_thread -= per_thread % per_batch;
@@ -662,19 +717,29 @@ static int setup_initiator(shared *sh, worker **wsp)
                 "over %d threads\n", o->batch, o->block, len, o->threads);
         return -1;
     }
-    sh->local = o->gpu >= 0 ? alloc_gpu_buffer(sh->e, o->gpu, len) : alloc_buffer(len, o->hugepages);
-    if (!sh->local)
-        return -1;
-    if (tern_register_memory(sh->e, sh->local, len, NULL) != 0) {
-        fprintf(stderr, "tern-bench: registering the local buffer failed: %s\n",
-                tern_engine_last_error(sh->e));
-        return -1;
-    }
     worker *ws = calloc((size_t)o->threads, sizeof *ws);
+    if (!ws)
+        return -1;
     for (int t = 0; t < o->threads; t++)
         ws[t] = (worker){.sh = sh, .idx = t, .off = (uint64_t)t * per_thread, .len = per_thread};
     *wsp = ws;
-    sh->remote_len = len;
+    return 0;
+}
+
+static void free_workers(worker *ws, int threads)
+{
+    for (int t = 0; ws && t < threads; t++)
+        free(ws[t].lat_us);
+    free(ws);
+}
+
+static int setup_initiator(shared *sh, worker **wsp)
+{
+    const opts *o = sh->o;
+    if (open_target(sh) != 0 || make_workers(sh, wsp) != 0)
+        return -1;
+    worker *ws = *wsp;
+    uint64_t len = sh->remote_len;
     if (o->verify) {
         sh->seed = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 8;
         fill_pattern(sh->local, 0, len, sh->seed);
@@ -708,55 +773,129 @@ static const char *verify_after(shared *sh, worker *ws)
     return atomic_load(&sh->verify_bad) ? "FAILED: bytes differ from the pattern" : "ok";
 }
 
+/* Runs the workers for sh->o->duration; returns the seconds it took.
+ * progress: a line on stderr every second. */
+static double timed_run(shared *sh, worker *ws, int show_progress)
+{
+    const opts *o = sh->o;
+    double t0 = now_s(), last_t = t0, next = t0 + 1, left;
+    uint64_t last_b = 0;
+    atomic_store(&sh->stop, 0);
+    for (int t = 0; t < o->threads; t++)
+        pthread_create(&ws[t].th, NULL, worker_main, &ws[t]);
+    while (!g_signalled && (left = o->duration - (now_s() - t0)) > 0) {
+        /* short sweep points end within 2 ms of their time */
+        usleep(left < 0.02 ? (useconds_t)(left * 1e6) + 1 : 20000);
+        if (show_progress && now_s() >= next) {
+            progress(sh, t0, &last_b, &last_t);
+            next += 1;
+        }
+    }
+    atomic_store(&sh->stop, 1);
+    for (int t = 0; t < o->threads; t++)
+        pthread_join(ws[t].th, NULL);
+    return now_s() - t0;
+}
+
+/* ---- --sweep: one point per call, on the engine and buffers of the run ----- */
+
+typedef struct sweep_ctx {
+    shared *sh;
+    const opts *o;   /* the command line's options; each point runs a copy */
+} sweep_ctx;
+
+static int measure_point(void *arg, bench_point *pt)
+{
+    sweep_ctx *c = arg;
+    shared *sh = c->sh;
+    opts po = *c->o;
+    po.op = pt->op;
+    po.block = pt->block;
+    po.batch = pt->batch;
+    po.duration = pt->secs;
+    sh->o = &po;
+    atomic_store(&sh->bytes, 0);
+    atomic_store(&sh->ops, 0);
+    atomic_store(&sh->errors, 0);
+    sh->first_error[0] = 0;
+    worker *ws = NULL;
+    int rc = -1;
+    if (make_workers(sh, &ws) == 0) {
+        pt->secs = timed_run(sh, ws, 0);
+        pt->bytes = atomic_load(&sh->bytes);
+        pt->ops = atomic_load(&sh->ops);
+        pt->errors = atomic_load(&sh->errors);
+        double pq[3];
+        lat_percentiles(ws, po.threads, (const double[]){0.50, 0.99, 0.999}, pq, 3);
+        pt->p50 = pq[0];
+        pt->p99 = pq[1];
+        pt->p999 = pq[2];
+        snprintf(pt->first_error, sizeof pt->first_error, "%s", sh->first_error);
+        tern_segment_transport(sh->e, sh->seg, pt->transport, sizeof pt->transport);
+        rc = g_signalled ? -1 : 0;
+        if (g_signalled)
+            fprintf(stderr, "tern-bench: sweep interrupted\n");
+    }
+    free_workers(ws, po.threads);
+    sh->o = c->o;
+    return rc;
+}
+
+static int run_sweep(shared *sh)
+{
+    const opts *o = sh->o;
+    if (open_target(sh) != 0)
+        return 1;
+    sweep_ctx ctx = {.sh = sh, .o = o};
+    bench_sweep_info info = {.segment = o->segment, .threads = o->threads, .batch = o->batch,
+                             .depth = o->depth, .usable = sh->remote_len};
+    return bench_sweep_run(&o->sw, &info, measure_point, &ctx);
+}
+
+static int run_single(shared *sh)
+{
+    const opts *o = sh->o;
+    worker *ws = NULL;
+    if (setup_initiator(sh, &ws) != 0)
+        return 1;
+    double secs = timed_run(sh, ws, 1);
+    const char *verdict = verify_after(sh, ws);
+    summary(sh, ws, secs, verdict);
+    free_workers(ws, o->threads);
+    return atomic_load(&sh->errors) || atomic_load(&sh->verify_bad) ? 2 : 0;
+}
+
 static int run_initiator(const opts *o)
 {
-    shared sh = {.o = o};
+    shared sh = {.o = o, .seg = -1};
     pthread_mutex_init(&sh.mu, NULL);
     sh.e = make_engine(o, 1);
     if (!sh.e)
         return 1;
-    worker *ws = NULL;
-    if (setup_initiator(&sh, &ws) != 0) {
-        tern_engine_destroy(sh.e);
-        return 1;
+    int rc = o->sw.on ? run_sweep(&sh) : run_single(&sh);
+    if (sh.local && sh.remote_len) {
+        tern_unregister_memory(sh.e, sh.local);
+        free_buffer(sh.e, o->gpu, sh.local, sh.remote_len);
     }
-    double t0 = now_s(), last_t = t0;
-    uint64_t last_b = 0;
-    for (int t = 0; t < o->threads; t++)
-        pthread_create(&ws[t].th, NULL, worker_main, &ws[t]);
-    double next = t0 + 1;
-    while (!g_signalled && now_s() - t0 < o->duration) {
-        usleep(20000);
-        if (now_s() >= next) {
-            progress(&sh, t0, &last_b, &last_t);
-            next += 1;
-        }
-    }
-    atomic_store(&sh.stop, 1);
-    for (int t = 0; t < o->threads; t++)
-        pthread_join(ws[t].th, NULL);
-    double secs = now_s() - t0;
-    const char *verdict = verify_after(&sh, ws);
-    summary(&sh, ws, secs, verdict);
-    int bad = atomic_load(&sh.errors) || atomic_load(&sh.verify_bad);
-    for (int t = 0; t < o->threads; t++)
-        free(ws[t].lat_us);
-    free(ws);
-    tern_unregister_memory(sh.e, sh.local);
-    tern_segment_close(sh.e, sh.seg);
-    free_buffer(sh.e, o->gpu, sh.local, sh.remote_len ? sh.remote_len : 1);
+    if (sh.seg >= 0)
+        tern_segment_close(sh.e, sh.seg);
     tern_engine_destroy(sh.e);
-    return bad ? 2 : 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     opts o;
-    if (parse_opts(argc, argv, &o) != 0)
+    if (parse_opts(argc, argv, &o) != 0) {
+        bench_sweep_opts_free(&o.sw);
         return 64;
+    }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    return !strcmp(o.mode, "target") ? run_target(&o) : run_initiator(&o);
+    int rc = !o.mode ? bench_plot_files(&o.sw)
+             : !strcmp(o.mode, "target") ? run_target(&o) : run_initiator(&o);
+    bench_sweep_opts_free(&o.sw);
+    return rc;
 }

@@ -58,7 +58,7 @@ cc -std=c11 -Wall -Wextra -Werror -shared -fPIC -o "$tmp/oot/libtern-memcpy.so" 
 pass "out-of-tree build with only pkg-config"
 
 # documentation and example sources
-for d in api.md architecture.md configuration.md protocol.md README.md; do
+for d in api.md architecture.md configuration.md protocol.md benchmarks.md bench-tcp-shm.svg README.md; do
     [ -f "$prefix/share/doc/tern/$d" ] || fail "share/doc/tern/$d not installed"
 done
 for f in kv_prefill.c kv_decode.c README.md; do
