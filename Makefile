@@ -10,28 +10,29 @@ JOBS ?= $(shell nproc)
 all: build
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake -S . -B "$(BUILD)" $(CMAKE_FLAGS)
 
 build: $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build "$(BUILD)" -j $(JOBS)
 
 deps:
 	./scripts/install-deps.sh
 
-run: deps
-	$(MAKE) --no-print-directory build
-	./scripts/run-demo.sh $(BUILD)
+# Only what the demo runs (the CMake target demo), not the tests.
+run: deps $(BUILD)/CMakeCache.txt
+	cmake --build "$(BUILD)" -j $(JOBS) --target demo
+	./scripts/run-demo.sh "$(BUILD)"
 
 test: deps
 	$(MAKE) --no-print-directory build
-	cd $(BUILD) && ctest --output-on-failure; rc=$$?; \
-	  $(CURDIR)/scripts/test-summary.sh . || true; exit $$rc
+	cd "$(BUILD)" && ctest --output-on-failure; rc=$$?; \
+	  "$(CURDIR)/scripts/test-summary.sh" . || true; exit $$rc
 
 install: build
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	cmake --install "$(BUILD)" --prefix "$(PREFIX)"
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf "$(BUILD)"
 
 # docs/bench-tcp-shm.svg and bench/results/*.json from the bench/ scripts
 charts: build
@@ -44,10 +45,10 @@ BUILD_FUZZ ?= build-fuzz
 BUILD_MEMCHECK ?= build-memcheck
 .PHONY: fuzz memcheck
 fuzz:
-	FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh $(BUILD_FUZZ)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh "$(BUILD_FUZZ)"
 
 memcheck:
-	./scripts/memcheck.sh $(BUILD_MEMCHECK)
+	./scripts/memcheck.sh "$(BUILD_MEMCHECK)"
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer in
 # build-asan.  Criterion runs each test in a child process whose exit code
@@ -63,10 +64,10 @@ test-asan: deps
 	@echo "test-asan: not run under ASan (ASAN_EXCLUDE): $(ASAN_EXCLUDE)"
 	rm -rf build-asan/asan-logs && mkdir -p build-asan/asan-logs
 	cd build-asan && \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/build-asan/asan-logs/asan \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build-asan/asan-logs/ubsan \
+	  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/build-asan/asan-logs/asan" \
+	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build-asan/asan-logs/ubsan" \
 	  ctest --output-on-failure -E '$(ASAN_EXCLUDE)'; rc=$$?; \
-	  $(CURDIR)/scripts/test-summary.sh . || true; \
+	  "$(CURDIR)/scripts/test-summary.sh" . || true; \
 	  n=$$(ls asan-logs | wc -l); \
 	  if [ $$n -ne 0 ]; then echo "test-asan: $$n sanitizer report(s):"; \
 	    for f in asan-logs/*; do echo "== $$f"; head -60 "$$f"; done; fi; \

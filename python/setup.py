@@ -17,7 +17,9 @@ Where libtern comes from (python/README.md, "Which libtern"):
 
 Nothing is downloaded: offline, run
 `pip install --no-build-isolation ./python` in a venv made with
-`python3 -m venv --system-site-packages`.
+`python3 -m venv --system-site-packages`.  pip builds the wheel through
+backend/tern_backend.py (pyproject.toml), which runs this file's `build`
+in a fresh directory and needs no `wheel` package.
 """
 
 import glob
@@ -118,6 +120,9 @@ class BuildExt(build_ext):
                 ext.runtime_library_dirs.append("$ORIGIN/_libs")
             else:
                 ext.runtime_library_dirs.append(libdir)
+        # What an earlier build left in build_lib/tern/_libs (or a copy of an
+        # in-place build's) must not ship with a package linked elsewhere.
+        shutil.rmtree(os.path.join(self.build_lib, "tern", "_libs"), ignore_errors=True)
         super().run()
         if bundle:
             self.bundle(libdir)

@@ -141,6 +141,56 @@ static int io_err(int rc, const char *what, const char *server, int timeout_ms, 
                      strerror(errno));
 }
 
+/* What a peer sent, as one printable line: \r \n \t \" \\ and \xNN escaped,
+ * "..." appended when there was more than shown. */
+static void hs_printable(const uint8_t *b, size_t n, int more, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 8 < outlen; i++) {
+        uint8_t c = b[i];
+        const char *esc = c == '\r' ? "\\r" : c == '\n' ? "\\n" : c == '\t' ? "\\t"
+                        : c == '"' ? "\\\"" : c == '\\' ? "\\\\" : NULL;
+        if (esc)
+            o += (size_t)snprintf(out + o, outlen - o, "%s", esc);
+        else if (c >= 0x20 && c < 0x7f)
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+        if (i + 1 < n && o + 8 >= outlen)
+            more = 1;
+    }
+    if (more && o + 4 <= outlen)
+        o += (size_t)snprintf(out + o, outlen - o, "...");
+    out[o < outlen ? o : outlen - 1] = '\0';
+}
+
+/* A reply header that no tern daemon writes: a length of 0, or one of 4 GiB
+ * or more (its high bytes are not zero: text such as "HTTP/1.1").  A web
+ * server or another service on the port answers so; the error says that,
+ * and shows the start of what it sent: the 8 header bytes and what else
+ * arrives within 50 ms. */
+static int not_a_daemon(int fd, const char *server, uint64_t n, char *err, size_t errlen)
+{
+    uint8_t got[64];
+    for (int i = 0; i < 8; i++)
+        got[i] = (uint8_t)(n >> (8 * i)); /* the header is little-endian */
+    size_t have = 8;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    while (have < sizeof got && poll(&pf, 1, 50) == 1) {
+        ssize_t r = recv(fd, got + have, sizeof got - have, MSG_DONTWAIT);
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+    }
+    char shown[200];
+    hs_printable(got, have, have == sizeof got, shown, sizeof shown);
+    return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                     "handshake with %s: the peer is not a tern handshake daemon: it answered "
+                     "\"%s\" (check that %s is the peer's server_name, its handshake "
+                     "address, and not another service's port)",
+                     server, shown, server);
+}
+
 static int read_reply(int fd, const char *server, int type, uint64_t max_frame, int io_ms,
                       char **reply, size_t *replylen, char *err, size_t errlen)
 {
@@ -148,11 +198,19 @@ static int read_reply(int fd, const char *server, int type, uint64_t max_frame, 
     uint64_t n;
     int stage;
     int rc = tern_hs_frame_recv(fd, max_frame, io_ms, &p, &n, &stage);
+    if (rc == TERN_ERR_PROTOCOL && (n == 0 || n > UINT32_MAX))
+        return not_a_daemon(fd, server, n, err, errlen);
     if (rc == TERN_ERR_PROTOCOL)
         return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
-                         "handshake with %s: reply length %llu is 0 or above the maximum "
-                         "frame %llu",
+                         "handshake with %s: reply length %llu is above the maximum "
+                         "frame %llu (handshake_max_frame of this engine)",
                          server, (unsigned long long)n, (unsigned long long)max_frame);
+    if (rc == TERN_ERR_TIMEOUT && stage == 0)
+        return tern_errf(err, errlen, rc,
+                         "handshake with %s: no reply: timed out after %d ms (is a tern "
+                         "handshake daemon listening there, or another service that waits "
+                         "for more input?)",
+                         server, io_ms);
     if (rc == TERN_ERR_NOMEM)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
     if (rc)

@@ -516,8 +516,7 @@ static void set_accepting(tern_hs_server *s, int on)
 
 static void accept_all(tern_hs_server *s)
 {
-    int lim = getenv("HSACC") ? atoi(getenv("HSACC")) : 1 << 30;
-    while (s->nconns < s->opt.max_connections && lim-- > 0) {
+    while (s->nconns < s->opt.max_connections) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)

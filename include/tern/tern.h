@@ -39,7 +39,8 @@ typedef int32_t tern_segment_id;
 /* ---- engine ----------------------------------------------------------- */
 
 /* Create an engine from a YAML file.  path NULL: $TERN_CONFIG, else the
- * embedded default (TCP, p2p metadata, 127.0.0.1:12001).  On failure returns
+ * embedded default, config/tern.yaml (shm for peers on this host, else tcp;
+ * p2p metadata; 127.0.0.1:12001).  On failure returns
  * NULL and, when err is not NULL, writes the reason into err. */
 tern_engine *tern_engine_create(const char *path, char *err, size_t errlen);
 
@@ -114,9 +115,11 @@ int tern_gpu_copy(tern_engine *engine, void *dst, const void *src, size_t len);
 /* The same with an application name ("kv/layer0"): peers find the buffer
  * by it (tern_segment_buffer_find).  name NULL or "" is unnamed; at most
  * TERN_BUFFER_NAME_MAX - 1 bytes of [A-Za-z0-9._/:-]; a name already
- * registered on this engine is TERN_ERR_EXISTS.  A location naming a
- * device kind the engine cannot use ("cuda:0", "gpu:0", anything but
- * "cpu:N", "*" or empty) is TERN_ERR_NOT_SUPPORTED. */
+ * registered on this engine is TERN_ERR_EXISTS.  location as for
+ * tern_register_memory, plus "cuda:N" for device memory of GPU N (docs/gpu.md):
+ * one that contradicts the memory ("cuda:0" for host memory) is
+ * TERN_ERR_INVAL; "cuda:N" without a CUDA driver, or any other kind
+ * ("gpu:0"), is TERN_ERR_NOT_SUPPORTED. */
 #define TERN_BUFFER_NAME_MAX 128
 int tern_register_memory_named(tern_engine *engine, void *addr, size_t len,
                                const char *location, const char *name);

@@ -251,18 +251,68 @@ Test(endpoint, concurrent_misses_connect_once)
     node_down(&b);
 }
 
+/* Round 0 of the simultaneous open: both active connects are held at
+ * hsloop's gate until each side has one in flight, then the side whose
+ * local_nic_path is smaller is let through first: the larger one yields to
+ * it, and its own attempt, released afterwards, is accepted by a peer with
+ * nothing in flight any more, so it must replace the passive endpoint it
+ * inserted. */
+static void simultaneous_open_in_turn(node *a, node *b, pthread_t ta, pthread_t tb, int a_first)
+{
+    hs_field(a_first ? a : b, "open_gate", "gated=");
+    pthread_join(a_first ? ta : tb, NULL);
+    hs_field(a_first ? b : a, "open_gate", "gated=");
+    pthread_join(a_first ? tb : ta, NULL);
+}
+
+/* The other rounds: both Connection frames provably cross.  Three gates
+ * (hsloop: gate, pgate, cgate) hold each step until the test has seen the
+ * one before it on both sides:
+ *  1. both active connects are in flight (held before sending);
+ *  2. both are released, and each daemon has taken the other's Connection
+ *     past the tie-break while its own connect is still in flight: the
+ *     larger side (big) accepts and is held at its passive ep_open, so
+ *     neither connect can finish; the smaller side (small) refuses big's
+ *     frame (big's active endpoint is closed unconnected) or, if the
+ *     tie-break is broken, accepts it too and is held likewise;
+ *  3. the passive sides are released; each active connect whose Connection
+ *     was accepted is held when its reply arrives (ep_connect), which is
+ *     after the peer's passive endpoint was inserted;
+ *  4. the active connects are released.
+ * Without the tie-break both sides accept, both passive endpoints are in
+ * the stores before either active one, both active ones replace them, and
+ * each side keeps an endpoint paired with one the other side dropped. */
+static void simultaneous_open_crossing(node *a, node *b, pthread_t ta, pthread_t tb, int a_first)
+{
+    node *small = a_first ? a : b, *big = a_first ? b : a;
+    hs_field(a, "open_gate", "gated=");
+    hs_field(b, "open_gate", "gated=");
+    WAIT_FOR(hs_field(big, "eps", "pgated=") == 1 &&
+                 (hs_field(big, "eps", "refused=") == 1 ||
+                  hs_field(small, "eps", "pgated=") == 1),
+             "each side to take the other's Connection while its own is in flight");
+    int small_accepted = hs_field(small, "eps", "pgated=");
+    hs_field(a, "open_pgate", "pgated=");
+    hs_field(b, "open_pgate", "pgated=");
+    WAIT_FOR(hs_field(small, "eps", "cgated=") == 1 &&
+                 hs_field(big, "eps", "cgated=") == small_accepted,
+             "each accepted Connection's reply to reach its active side");
+    hs_field(a, "open_cgate", "cgated=");
+    hs_field(b, "open_cgate", "cgated=");
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_assert_eq(hs_field(small, "eps", "refused="), 0, "small's Connection was accepted");
+}
+
 Test(endpoint, simultaneous_open_ends_with_one_connection)
 {
-    /* Both active connects are held at hsloop's gate until each side has
-     * one in flight.  Round 0 then lets the side whose local_nic_path is
-     * smaller finish first: the larger one yields to it, and its own attempt,
-     * released afterwards, is accepted by a peer with nothing in flight any
-     * more, so it must replace the passive endpoint it inserted.  Later
-     * rounds release both at once (the tie-break decides). */
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 4; round++) {
+        const char *gates = round == 0 ? "    gate: true\n"
+                                       : "    gate: true\n    pgate: true\n    cgate: true\n"
+                                         "io_timeout_ms: 60000\n";
         node a, b;
-        node_up_with(&a, 0, 0, "    gate: true\n");
-        node_up_with(&b, 0, 0, "    gate: true\n");
+        node_up_with(&a, 0, 0, gates);
+        node_up_with(&b, 0, 0, gates);
         link_nodes(&a, &b);
         write_job ja = {&a, &b, 0, 0, ""}, jb = {&b, &a, LEN, 0, ""};
         pthread_t ta, tb;
@@ -270,21 +320,14 @@ Test(endpoint, simultaneous_open_ends_with_one_connection)
         pthread_create(&tb, NULL, write_once, &jb);
         WAIT_FOR(hs_field(&a, "eps", "gated=") == 1 && hs_field(&b, "eps", "gated=") == 1,
                  "both sides to have a connect in flight");
-        if (round == 0) {
-            char na[160], nb[160];
-            snprintf(na, sizeof na, "%s@hs0", tern_engine_server_name(a.e));
-            snprintf(nb, sizeof nb, "%s@hs0", tern_engine_server_name(b.e));
-            int a_first = strcmp(na, nb) < 0;
-            hs_field(a_first ? &a : &b, "open_gate", "gated=");
-            pthread_join(a_first ? ta : tb, NULL);
-            hs_field(a_first ? &b : &a, "open_gate", "gated=");
-            pthread_join(a_first ? tb : ta, NULL);
-        } else {
-            hs_field(&a, "open_gate", "gated=");
-            hs_field(&b, "open_gate", "gated=");
-            pthread_join(ta, NULL);
-            pthread_join(tb, NULL);
-        }
+        char na[160], nb[160];
+        snprintf(na, sizeof na, "%s@hs0", tern_engine_server_name(a.e));
+        snprintf(nb, sizeof nb, "%s@hs0", tern_engine_server_name(b.e));
+        int a_first = strcmp(na, nb) < 0;
+        if (round == 0)
+            simultaneous_open_in_turn(&a, &b, ta, tb, a_first);
+        else
+            simultaneous_open_crossing(&a, &b, ta, tb, a_first);
         cr_assert_eq(ja.status, TERN_COMPLETED, "round %d a: %s", round, ja.why);
         cr_assert_eq(jb.status, TERN_COMPLETED, "round %d b: %s", round, jb.why);
         assert_one_connection(&a, &b);

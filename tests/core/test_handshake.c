@@ -468,6 +468,64 @@ Test(client, reply_over_limit_is_refused)
     tern_hs_server_stop(s);
 }
 
+/* A web server on the handshake port: it reads what arrives and answers
+ * as HTTP servers do, then keeps the connection open until the client
+ * closes it (so an error that waited for the end would take the I/O
+ * timeout). */
+static void *http_400_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int c = accept(lfd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    char buf[4096];
+    (void)!recv(c, buf, sizeof buf, 0);
+    const char *resp = "HTTP/1.1 400 Bad Request\r\nServer: nginx/1.22.1\r\n"
+                       "Content-Type: text/html\r\nContent-Length: 157\r\n"
+                       "Connection: close\r\n\r\n<html>\r\n<head><title>400 Bad Request"
+                       "</title></head>\r\n<body>\r\n</body>\r\n</html>\r\n";
+    (void)!send(c, resp, strlen(resp), MSG_NOSIGNAL);
+    while (recv(c, buf, sizeof buf, 0) > 0) /* until the client closes */
+        ;
+    close(c);
+    return NULL;
+}
+
+Test(client, http_server_named_not_a_tern_daemon_at_once)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t sl = sizeof a;
+    cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(lfd, 4), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &sl);
+    char name[64];
+    snprintf(name, sizeof name, "127.0.0.1:%u", ntohs(a.sin_port));
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, http_400_server, &lfd), 0);
+    char *reply = NULL, e[1024] = "";
+    size_t rl;
+    uint64_t t0 = tern_now_ms();
+    int rc = tern_hs_request(name, TERN_HS_METADATA, "{}", 2, &reply, &rl, 0, 5000, 20000, e,
+                             sizeof e);
+    uint64_t took = tern_now_ms() - t0;
+    pthread_join(th, NULL);
+    close(lfd);
+    cr_assert_eq(rc, TERN_ERR_PROTOCOL, "%s", e);
+    cr_assert_null(reply);
+    cr_assert(strstr(e, "not a tern handshake daemon"), "the error names the cause: %s", e);
+    cr_assert(strstr(e, name), "the error names the peer: %s", e);
+    /* What it sent, printable: the CR LF escaped, so the error is one line. */
+    cr_assert(strstr(e, "\"HTTP/1.1 400 Bad Request\\r\\nServer: nginx"),
+              "the error shows what the peer sent: %s", e);
+    cr_assert(strstr(e, "...\""), "what was shown is marked truncated: %s", e);
+    cr_assert_null(strchr(e, '\n'), "one line: %s", e);
+    cr_assert_null(strchr(e, '\r'), "one line: %s", e);
+    /* At once: neither the 20 s I/O timeout nor the server's close. */
+    cr_assert_lt(took, 10000, "took %llu ms", (unsigned long long)took);
+}
+
 /* ---- concurrency ---- */
 
 /* Each client thread owns all it reads and writes: its own copy of the

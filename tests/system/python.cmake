@@ -2,8 +2,9 @@
 # test run with the interpreter the binding was built for, importing the
 # package from build/python.  A file that needs numpy skips (CTest shows
 # "Skipped") when numpy is missing; so do all when pytest is.
-# test_python_pip: `pip install ./python` into fresh venvs (a clean clone,
-# an installed prefix).
+# test_python_pip (and test_python_pip_path, with the python3 first on PATH
+# when that is another interpreter): `pip install ./python` into fresh
+# venvs (a clean clone, an installed prefix).
 if(NOT TERN_PYTHON_BUILT)
   return()
 endif()
@@ -41,3 +42,20 @@ add_test(NAME test_python_pip
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_python_pip.sh ${PROJECT_SOURCE_DIR}
           ${CMAKE_BINARY_DIR} ${TERN_PYTHON_EXECUTABLE})
 set_tests_properties(test_python_pip PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
+
+# The README's commands say `python3`: the one first on PATH may be another
+# interpreter (a pyenv CPython without `wheel`); when it is, the same test
+# runs with it too.
+execute_process(COMMAND python3 -c "import sys; print(sys.executable)"
+                OUTPUT_VARIABLE _tern_path_py OUTPUT_STRIP_TRAILING_WHITESPACE
+                RESULT_VARIABLE _tern_path_py_rc ERROR_QUIET)
+if(_tern_path_py_rc EQUAL 0 AND _tern_path_py)
+  get_filename_component(_tern_path_py_real ${_tern_path_py} REALPATH)
+  get_filename_component(_tern_py_real ${TERN_PYTHON_EXECUTABLE} REALPATH)
+  if(NOT _tern_path_py_real STREQUAL _tern_py_real)
+    add_test(NAME test_python_pip_path
+      COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_python_pip.sh ${PROJECT_SOURCE_DIR}
+              ${CMAKE_BINARY_DIR} ${_tern_path_py})
+    set_tests_properties(test_python_pip_path PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
+  endif()
+endif()

@@ -8,7 +8,11 @@
  * test_shm_fallback.c. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
+#include <sys/stat.h>
 
 #define IT_FILL_MUL 2246822519u
 #define IT_FILL_SHIFT 7
@@ -157,14 +161,56 @@ Test(shm_integration, peer_in_another_pid_namespace_is_unreachable)
     peer_stop(&p);
 }
 
+/* The build tree may sit where uid 65534 cannot read it (a clone in root's
+ * mode-700 home), so the plugin the unprivileged child loads is copied, as
+ * root, into a fresh world-readable directory under /tmp (not $TMPDIR: that
+ * may be private too).  Fills dir and returns 0, or fails the test. */
+static void shm_plugin_copy_for_all(char *dir, size_t dirlen)
+{
+    char tmpl[] = "/tmp/tern-shm-unpriv.XXXXXX";
+    cr_assert_not_null(mkdtemp(tmpl), "mkdtemp under /tmp: %s", strerror(errno));
+    cr_assert_eq(chmod(tmpl, 0755), 0, "chmod %s: %s", tmpl, strerror(errno));
+    snprintf(dir, dirlen, "%s", tmpl);
+    const char *src = TERN_BUILD_DIR "/lib/tern/libtern-shm.so";
+    char dst[sizeof tmpl + 32];
+    snprintf(dst, sizeof dst, "%s/libtern-shm.so", tmpl);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(in, 0, "open %s: %s (build the shm plugin first)", src, strerror(errno));
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    cr_assert_geq(out, 0, "create %s: %s", dst, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        cr_assert_eq(write(out, buf, (size_t)n), n, "copy to %s: %s", dst, strerror(errno));
+    cr_assert_eq(n, 0, "read %s: %s", src, strerror(errno));
+    close(in);
+    cr_assert_eq(fchmod(out, 0644), 0, "chmod %s: %s", dst, strerror(errno));
+    cr_assert_eq(close(out), 0, "close %s: %s", dst, strerror(errno));
+}
+
+static void shm_plugin_copy_remove(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/libtern-shm.so", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* An initiator without the right to read the peer (another uid, no
  * CAP_SYS_PTRACE) gets one error naming the cause and the fix.  The
  * initiator runs in a child that drops to uid/gid 65534; it reports the
- * request's status and message through a pipe. */
+ * request's status and message through a pipe.  The child loads its plugin
+ * from a copy it can read (shm_plugin_copy_for_all), so the test reaches the
+ * check it is about from a build tree anywhere. */
 Test(shm_integration, permission_denied_names_cause_and_fix)
 {
     if (geteuid() != 0)
         cr_skip_test("needs root: it drops from root to another uid");
+    char plugdir[PATH_MAX], yaml[PATH_MAX + 256];
+    shm_plugin_copy_for_all(plugdir, sizeof plugdir);
+    snprintf(yaml, sizeof yaml,
+             "server_name: 127.0.0.1:0\nmetadata: p2p\nplugin_path: [\"%s\"]\n"
+             "transports:\n  - name: shm\nretries: 1\nlog_level: error\n", plugdir);
     it_peer p;
     shm_peer_start(&p, "shm,tcp", NULL);
     int fd[2];
@@ -177,9 +223,7 @@ Test(shm_integration, permission_denied_names_cause_and_fix)
         int st = -1;
         if (setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0) {
             char err[1024] = "";
-            tern_engine *e = tern_engine_create_from_yaml(
-                "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: shm\n"
-                "retries: 1\nlog_level: error\n", "unprivileged", err, sizeof err);
+            tern_engine *e = tern_engine_create_from_yaml(yaml, "unprivileged", err, sizeof err);
             tern_segment_id seg = e ? tern_segment_open(e, p.name) : -1;
             void *buf = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                              -1, 0);
@@ -212,6 +256,7 @@ Test(shm_integration, permission_denied_names_cause_and_fix)
         got += (size_t)n;
     close(fd[0]);
     waitpid(c, NULL, 0);
+    shm_plugin_copy_remove(plugdir);
     int st = atoi(res);
     cr_assert_eq(st, TERN_FAILED, "the unprivileged WRITE: %s", res);
     cr_assert(strstr(res, "permission denied") && strstr(res, "uid 0") &&

@@ -17,11 +17,17 @@
  * devices (how many: hs0, hs1, ...), fail_first + fail_code (the first N
  * slices complete with that error, e.g. -12 CONNECT, -16 DEVICE), gate (the
  * active ep_open waits until query("open_gate") opens the gate, so a test
- * holds a connect in flight for as long as it needs and knows it is there).
+ * holds a connect in flight for as long as it needs and knows it is there),
+ * pgate (the passive ep_open, i.e. a Connection frame received and past the
+ * tie-break, waits until query("open_pgate")), cgate (the active ep_connect,
+ * i.e. the peer's reply received, waits until query("open_cgate")).
  * query("eps") reports "open=<live endpoints> opened=<ever opened>
  * gated=<active opens that reached the gate> failed_dev=<local device of the
  * last injected failure, -1 none> ok_dev=<local device of the last slice
- * that succeeded, -1 none> connects=<ep_connect calls> submitted=<slices>";
+ * that succeeded, -1 none> connects=<ep_connect calls> submitted=<slices>
+ * pgated=<passive opens that reached pgate> cgated=<active connects that
+ * reached cgate> refused=<active endpoints closed unconnected: the peer
+ * refused their Connection>";
  * query("hold") keeps completions back until query("release").  Also:
  * unreachable (ep_open says TERN_ERR_UNREACHABLE), connect_fail (a
  * tern_err code ep_connect returns). */
@@ -62,6 +68,9 @@ typedef struct hs_ctx {
     int64_t fail_left, fail_code;
     uint64_t next_key;
     int gate, gate_open, gated;
+    int pgate, pgate_open, pgated; /* the passive ep_open's gate */
+    int cgate, cgate_open, cgated; /* the active ep_connect's gate */
+    int refused;
     pthread_cond_t gate_cond;
     int failed_dev, ok_dev;
 } hs_ctx;
@@ -71,6 +80,7 @@ typedef struct hs_ep {
     uint64_t peer;   /* the peer endpoint's address, from the handshake */
     int connected;
     int dev;         /* local device index (ep_open's local_dev) */
+    int passive;     /* opened for a Connection frame received */
 } hs_ep;
 
 static int hs_err(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -104,6 +114,10 @@ static int hs_init(const tern_host_services *host, void **out, char *err, size_t
     c->connect_fail = host->config_get_int(host->host, "connect_fail", 0);
     const char *g = host->config_get(host->host, "gate");
     c->gate = g && (strcmp(g, "true") == 0 || strcmp(g, "1") == 0 || strcmp(g, "yes") == 0);
+    const char *pg = host->config_get(host->host, "pgate");
+    c->pgate = pg && (strcmp(pg, "true") == 0 || strcmp(pg, "1") == 0);
+    const char *cg = host->config_get(host->host, "cgate");
+    c->cgate = cg && (strcmp(cg, "true") == 0 || strcmp(cg, "1") == 0);
     c->failed_dev = c->ok_dev = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
@@ -184,12 +198,20 @@ static int hs_ep_open(void *vc, const tern_ep_params *p, void **out, char *err, 
             pthread_cond_wait(&c->gate_cond, &c->lock);
         pthread_mutex_unlock(&c->lock);
     }
+    if (p->passive && c->pgate) {
+        pthread_mutex_lock(&c->lock);
+        c->pgated++;
+        while (!c->pgate_open)
+            pthread_cond_wait(&c->gate_cond, &c->lock);
+        pthread_mutex_unlock(&c->lock);
+    }
     hs_ep *ep = c->host->alloc(sizeof *ep);
     if (!ep)
         return hs_err(err, errlen, TERN_ERR_NOMEM, "hsloop: out of memory");
     memset(ep, 0, sizeof *ep);
     ep->ctx = c;
     ep->dev = p->local_dev;
+    ep->passive = p->passive;
     pthread_mutex_lock(&c->lock);
     c->live_eps++;
     pthread_mutex_unlock(&c->lock);
@@ -210,6 +232,11 @@ static int hs_ep_connect(void *vep, const tern_desc *peer, char *err, size_t err
     hs_ep *ep = vep;
     pthread_mutex_lock(&ep->ctx->lock);
     ep->ctx->connects++;
+    if (!ep->passive && ep->ctx->cgate) {
+        ep->ctx->cgated++;
+        while (!ep->ctx->cgate_open)
+            pthread_cond_wait(&ep->ctx->gate_cond, &ep->ctx->lock);
+    }
     pthread_mutex_unlock(&ep->ctx->lock);
     if (ep->ctx->connect_fail)
         return hs_err(err, errlen, (int)ep->ctx->connect_fail,
@@ -233,6 +260,8 @@ static void hs_ep_close(void *vep)
     hs_ctx *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
     c->live_eps--;
+    if (!ep->passive && !ep->connected)
+        c->refused++;
     pthread_mutex_unlock(&c->lock);
     c->host->free(ep);
 }
@@ -340,14 +369,18 @@ static int hs_query(void *vc, const char *what, char *out, size_t outlen)
         }
         pthread_mutex_lock(&c->lock);
     }
-    if (what && strcmp(what, "open_gate") == 0) {
+    if (what && strcmp(what, "open_gate") == 0)
         c->gate_open = 1;
-        pthread_cond_broadcast(&c->gate_cond);
-    }
+    if (what && strcmp(what, "open_pgate") == 0)
+        c->pgate_open = 1;
+    if (what && strcmp(what, "open_cgate") == 0)
+        c->cgate_open = 1;
+    pthread_cond_broadcast(&c->gate_cond);
     snprintf(out, outlen,
-             "open=%d opened=%d gated=%d failed_dev=%d ok_dev=%d connects=%d submitted=%ld",
+             "open=%d opened=%d gated=%d failed_dev=%d ok_dev=%d connects=%d submitted=%ld "
+             "pgated=%d cgated=%d refused=%d",
              c->live_eps, c->opened, c->gated, c->failed_dev, c->ok_dev, c->connects,
-             c->submitted);
+             c->submitted, c->pgated, c->cgated, c->refused);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
@@ -363,6 +396,10 @@ static const tern_option hs_options[] = {
      .default_value = "0", .help = "the first N slices fail"},
     {.key = "gate", .type = TERN_OPT_BOOL, .default_value = "false",
      .help = "the active ep_open waits until query(\"open_gate\")"},
+    {.key = "pgate", .type = TERN_OPT_BOOL, .default_value = "false",
+     .help = "the passive ep_open waits until query(\"open_pgate\")"},
+    {.key = "cgate", .type = TERN_OPT_BOOL, .default_value = "false",
+     .help = "the active ep_connect waits until query(\"open_cgate\")"},
     {.key = "fail_code", .type = TERN_OPT_INT, .min = -100, .max = 0, .default_value = "-12",
      .help = "tern_err code of the injected failures"},
     {.key = "unreachable", .type = TERN_OPT_BOOL, .default_value = "false",

@@ -7,7 +7,8 @@
 # dev and a tmpfs /tmp inside, then chroots into the host's root and runs
 # tests/system/vm/guest-run.sh from there.  Whatever happens, the VM powers off.
 # Kernel command line: tern_out=<results dir> tern_src=<source dir>
-# tern_pwd=<the caller's working directory>.
+# tern_pwd=<the caller's working directory>, each with '%' and ' ' written
+# %25 and %20.
 /bin/busybox --install -s /bin
 export PATH=/bin
 
@@ -18,11 +19,13 @@ mount -t devtmpfs devtmpfs /dev
 say() { echo "tern-vm: $*" > /dev/console; }
 halt() { sync; poweroff -f; echo o > /proc/sysrq-trigger; sleep 5; }
 
+# run-in-vm.sh writes '%' and ' ' of these paths as %25 and %20.
+unpath() { echo "$1" | sed 's/%20/ /g; s/%25/%/g'; }
 for arg in $(cat /proc/cmdline); do
   case $arg in
-    tern_out=*) OUT=${arg#tern_out=} ;;
-    tern_src=*) SRC=${arg#tern_src=} ;;
-    tern_pwd=*) PWD_HOST=${arg#tern_pwd=} ;;
+    tern_out=*) OUT=$(unpath "${arg#tern_out=}") ;;
+    tern_src=*) SRC=$(unpath "${arg#tern_src=}") ;;
+    tern_pwd=*) PWD_HOST=$(unpath "${arg#tern_pwd=}") ;;
   esac
 done
 

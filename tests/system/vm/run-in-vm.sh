@@ -68,8 +68,13 @@ if [ -z "$out" ]; then
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-case $out in *[[:space:]]*) echo "vm: OUTDIR must not contain spaces: $out"; exit 2 ;; esac
-case $src$PWD in *[[:space:]]*) echo "vm: SKIP: the source or working directory contains spaces (kernel command line): $src $PWD"; exit 77 ;; esac
+# The kernel command line splits at blanks: the paths travel on it with
+# '%' and ' ' written %25 and %20 (guest-init.sh decodes them).  Other
+# blanks (tabs, newlines) in them are not carried.
+tab=$(printf '\t')
+case $out$src$PWD in *"$tab"*|*"
+"*) echo "vm: SKIP: a tab or newline in the source, output or working directory (kernel command line): $src $out $PWD"; exit 77 ;; esac
+cmdline_path() { printf '%s' "$1" | sed 's/%/%25/g; s/ /%20/g'; }
 rm -f "$out/rc" "$out/output.log" "$out/guest.log" "$out/console.log" "$out/devinfo.txt" \
       "$out/kvm-probe.log"
 
@@ -132,7 +137,7 @@ timeout --foreground -k 5 "$timeout_s" "$qemu" \
   -machine q35,accel=$accel -cpu max -m 1024 -smp 2 \
   -nographic -no-reboot -nic none -monitor none -serial stdio \
   -kernel "$kdir/vmlinuz" -initrd "$initrd_dir/initrd.gz" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=3 tern_out=$out tern_src=$src tern_pwd=$PWD" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=3 tern_out=$(cmdline_path "$out") tern_src=$(cmdline_path "$src") tern_pwd=$(cmdline_path "$PWD")" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
   -virtfs local,path="$out",mount_tag=results,security_model=none,id=results \
   < /dev/null > "$out/console.log" 2>&1
