@@ -321,10 +321,11 @@ int tern_transfer_sync(tern_engine *engine, tern_opcode opcode, void *local,
  * tern_transfer_sync) is woken and returns TERN_ERR_CLOSED, and this call
  * returns once all of them have left (a tern_transfer_sync first waits for
  * its slices, which the transports hand back within io_timeout_ms).  From
- * then on those calls, tern_batch_submit and
- * tern_batch_submit_with_notify return TERN_ERR_CLOSED at once; a
- * non-blocking call behaves as before, so a thread that was not blocked
- * sees nothing different.  The engine stays allocated: free its batches,
+ * then on those calls return TERN_ERR_CLOSED at once instead of blocking
+ * (a batch that already finished still gives its result), and so do
+ * tern_batch_submit and tern_batch_submit_with_notify; a non-blocking call
+ * behaves as before, so a thread that was not blocked sees nothing
+ * different.  The engine stays allocated: free its batches,
  * then tern_engine_destroy (which closes it first when this was not
  * called).  Idempotent; TERN_ERR_INVAL for NULL. */
 int tern_engine_close(tern_engine *engine);

@@ -253,10 +253,12 @@ Test(stall, close_wakes_notify_and_batch_waiters)
     tern_engine *e = engine_new();
     uint8_t *buf;
     tern_segment_id seg = setup(e, &p, &buf);
-    tern_batch *b = tern_batch_alloc(e, 2);
-    cr_assert(b);
-    peer_freeze(&p);
+    tern_batch *b = tern_batch_alloc(e, 2), *done = tern_batch_alloc(e, 1);
+    cr_assert(b && done);
     tern_request r = {TERN_WRITE, buf, seg, p.a, 65536, 0};
+    cr_assert_eq(tern_batch_submit(done, &r, 1), 1);
+    cr_assert_eq(tern_batch_wait(done, 10000), 0, "%s", tern_engine_last_error(e));
+    peer_freeze(&p);
     cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
     blocked wn = {.e = e, .b = b}, wb = {.e = e, .b = b};
     pthread_t tn, tb;
@@ -283,6 +285,8 @@ Test(stall, close_wakes_notify_and_batch_waiters)
     cr_assert_eq(tern_notify_recv_wait(e, from, sizeof from, name, sizeof name, msg, sizeof msg,
                                        -1), TERN_ERR_CLOSED);
     cr_assert_eq(tern_batch_wait(b, -1), TERN_ERR_CLOSED);
+    cr_assert_eq(tern_batch_wait(done, -1), 0, "a finished batch keeps its result");
+    cr_assert_eq(tern_batch_free(done), 0);
     cr_assert_eq(tern_batch_submit(b, &r, 1), TERN_ERR_CLOSED);
     cr_assert_eq(tern_transfer_sync(e, TERN_WRITE, buf, seg, p.a, 16, -1), TERN_ERR_CLOSED);
     cr_assert_eq(tern_engine_close(e), 0, "close twice");
