@@ -5,7 +5,6 @@
  * docs/architecture.md, Healing; docs/api.md, Memory). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine_error.h"
 #include "engine_state.h"
@@ -44,22 +43,13 @@ TERN_EXPORT int tern_unregister_memory_batch(tern_engine *e, void *const *addrs,
 }
 
 /* Fetch the peer's descriptor unless one was fetched after this call
- * began; the per-peer rate limit (at most one fetch per 100 ms) is waited
- * out, so a registration the peer made before this call is seen. */
+ * began, so a registration the peer made before this call is seen.  Not
+ * held to the per-peer refetch rate limit (that is for healing): a listing
+ * costs one round trip, not the rest of the limit's 100 ms. */
 static int refresh(tern_engine *e, tern_segment *s, char *err, size_t errlen)
 {
-    uint64_t since = tern_now_ns();
-    for (int tries = 0; tries < 3; tries++) {
-        uint64_t later = 0;
-        int rc = tern_segment_refetch(&e->segs, s, since, &later, err, errlen);
-        if (rc != TERN_REFETCH_LATER)
-            return rc < 0 ? rc : 0;
-        uint64_t now = tern_now_ms();
-        uint64_t ms = later > now ? later - now : 1;
-        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return 0;
+    int rc = tern_segment_refetch_asked(&e->segs, s, tern_now_ns(), err, errlen);
+    return rc < 0 ? rc : 0;
 }
 
 static void info_from(const tern_buffer_desc *b, tern_buffer_info *o)

@@ -48,11 +48,13 @@ static tern_engine *engine_alloc(void)
         return NULL;
     }
     tern_logger_init(&e->log, TERN_LOG_INFO, TERN_LOG_FORMAT_TEXT, NULL, NULL, NULL);
+    tern_gate_init(&e->gate);
     tern_memory_init(&e->mem, e->cuda);
     tern_segments_init(&e->segs);
     e->notes = tern_notes_create(e);
     if (!e->notes) {
         tern_logger_fini(&e->log);
+        tern_gate_fini(&e->gate);
         tern_cuda_destroy(e->cuda);
         tern_engine_error_fini(e);
         free(e);
@@ -141,6 +143,7 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
         tern_memory_bind(&e->mem, e->xports, e->nxports, e->md, e->server_name);
         e->mem.sysfs_root = e->cfg->topology_sysfs_root;
         tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg, &e->log);
+        tern_segments_set_auth(&e->segs, e->auth);
         rc = tern_dp_start(e, err, errlen);
     }
     if (!rc)
@@ -243,10 +246,19 @@ static void engine_unpublish(tern_engine *e)
         tern_log(&e->log, TERN_LOG_WARN, "unpublish %s: %s", e->server_name, msg);
 }
 
+TERN_EXPORT int tern_engine_close(tern_engine *e)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    tern_gate_close(&e->gate); /* wakes tern_notify_recv_wait, tern_batch_wait... */
+    return 0;
+}
+
 TERN_EXPORT void tern_engine_destroy(tern_engine *e)
 {
     if (!e)
         return;
+    tern_gate_close(&e->gate); /* nobody is blocked in the engine from here on */
     atomic_store(&e->stopping, 1);
     if (e->hs)
         tern_hs_server_stop(e->hs); /* no handler runs after this */
@@ -266,6 +278,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_cuda_destroy(e->cuda);
     tern_engine_error_fini(e);
     tern_logger_fini(&e->log);
+    tern_gate_fini(&e->gate);
     free(e);
 }
 
@@ -343,5 +356,19 @@ TERN_EXPORT int tern_segment_transport(tern_engine *e, tern_segment_id id, char 
         return tern_engine_fail(e, TERN_ERR_NOT_FOUND, "segment_transport: no open segment %d",
                                 (int)id);
     tern_strlcpy(name, tern_segments_transport(&e->segs, s), namelen);
+    return 0;
+}
+
+TERN_EXPORT int tern_segment_probe(tern_engine *e, const char *name, int timeout_ms)
+{
+    if (!e || !name || !*name)
+        return e ? tern_engine_fail(e, TERN_ERR_INVAL, "segment_probe: name is empty")
+                 : TERN_ERR_INVAL;
+    char msg[TERN_ERRMSG_MAX] = "";
+    int tmo = timeout_ms > 0 ? timeout_ms : e->cfg->io_timeout_ms;
+    int rc = tern_segments_probe(&e->segs, name, tmo, msg, sizeof msg);
+    if (rc)
+        return tern_engine_fail(e, rc, "segment_probe: %s", msg);
+    tern_engine_clear_error(e);
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "cuda.h"
 #include "log.h"
+#include "gate.h"
 #include "control/handshake.h"
 #include "memory.h"
 #include "metadata.h"
@@ -52,6 +53,7 @@ struct tern_engine {
     pthread_mutex_t errlock;
     struct tern_errbuf *errbufs;
 
+    tern_gate gate;               /* blocked calls, woken by tern_engine_close */
     atomic_int stopping;
 };
 

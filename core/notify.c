@@ -196,16 +196,28 @@ TERN_EXPORT int tern_notify_recv_wait(tern_engine *e, char *from, size_t fromlen
         return TERN_ERR_INVAL;
     struct tern_notes *q = e->notes;
     uint64_t until = timeout_ms < 0 ? 0 : tern_now_ms() + (uint64_t)timeout_ms;
+    tern_gate_waiter w;
+    if (timeout_ms != 0 && tern_gate_enter(&e->gate, &w, &q->lock, &q->cond) != 0)
+        return tern_engine_fail(e, TERN_ERR_CLOSED,
+                                "notify_recv_wait: the engine is closed (tern_engine_close)");
     pthread_mutex_lock(&q->lock);
     while (!q->count && timeout_ms != 0 && (!until || tern_now_ms() < until) &&
-           !atomic_load(&e->stopping))
+           !tern_gate_closed(&e->gate))
         wait_locked(q, until);
-    if (!q->count) {
-        pthread_mutex_unlock(&q->lock);
-        return 0;
-    }
-    tern_notification n = pop_locked(q);
+    int closed = !q->count && timeout_ms != 0 && tern_gate_closed(&e->gate);
+    tern_notification n = {{0}, {0}, NULL};
+    if (q->count)
+        n = pop_locked(q);
     pthread_mutex_unlock(&q->lock);
+    if (closed) /* woken by tern_engine_close; inside the gate, e is still there */
+        tern_engine_fail(e, TERN_ERR_CLOSED, "notify_recv_wait: the engine was closed while "
+                         "waiting (tern_engine_close from another thread)");
+    if (timeout_ms != 0)
+        tern_gate_leave(&e->gate, &w); /* e may be freed from here on */
+    if (closed)
+        return TERN_ERR_CLOSED;
+    if (!n.msg)
+        return 0;
     if (from && fromlen)
         tern_strlcpy(from, n.from, fromlen);
     if (name && namelen)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "control/client.h"
 #include "log.h"
 #include "negotiate.h"
 #include "util.h"
@@ -144,8 +145,8 @@ static void drop_endpoints(tern_segments *t, const char *name)
             tern_epstore_remove_peer(t->xports[i].eps, name);
 }
 
-int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
-                         uint64_t *later_ms, char *err, size_t errlen)
+static int refetch(tern_segments *t, tern_segment *s, uint64_t since_ns, int limited,
+                   uint64_t *later_ms, char *err, size_t errlen)
 {
     pthread_mutex_lock(&s->heal_lock);
     if (since_ns && s->last_fetch_ns > since_ns) { /* fresh enough already */
@@ -154,7 +155,7 @@ int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
     }
     uint64_t now = tern_now_ns();
     uint64_t next = s->last_fetch_ns + (uint64_t)TERN_REFETCH_MIN_MS * 1000000u;
-    if (s->last_fetch_ns && now < next) { /* the rate limit: come back then */
+    if (limited && s->last_fetch_ns && now < next) { /* the rate limit: come back then */
         pthread_mutex_unlock(&s->heal_lock);
         if (later_ms)
             *later_ms = tern_now_ms() + (next - now) / 1000000u + 1;
@@ -195,6 +196,18 @@ int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
                  "its endpoints dropped", name, (unsigned long long)gen);
     }
     return newer;
+}
+
+int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
+                         uint64_t *later_ms, char *err, size_t errlen)
+{
+    return refetch(t, s, since_ns, 1, later_ms, err, errlen);
+}
+
+int tern_segment_refetch_asked(tern_segments *t, tern_segment *s, uint64_t since_ns, char *err,
+                               size_t errlen)
+{
+    return refetch(t, s, since_ns, 0, NULL, err, errlen);
 }
 
 int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char *err,
@@ -275,6 +288,7 @@ static tern_segment_id take_slot(tern_segments *t)
             pthread_rwlock_init(&t->segs[i]->lock, NULL);
             pthread_mutex_init(&t->segs[i]->heal_lock, NULL);
             pthread_mutex_init(&t->segs[i]->park_lock, NULL);
+            pthread_mutex_init(&t->segs[i]->probe_lock, NULL);
         }
         if (!t->segs[i]->used)
             return i;
@@ -400,8 +414,67 @@ void tern_segments_fini(tern_segments *t)
         pthread_rwlock_destroy(&t->segs[i]->lock);
         pthread_mutex_destroy(&t->segs[i]->heal_lock);
         pthread_mutex_destroy(&t->segs[i]->park_lock);
+        pthread_mutex_destroy(&t->segs[i]->probe_lock);
         free(t->segs[i]);
         t->segs[i] = NULL;
     }
     pthread_mutex_destroy(&t->lock);
+}
+
+/* ---- liveness ------------------------------------------------------------------ */
+
+void tern_segments_set_auth(tern_segments *t, const struct tern_auth *auth) { t->auth = auth; }
+
+int tern_segments_probe(tern_segments *t, const char *name, int timeout_ms, char *err,
+                        size_t errlen)
+{
+    static const char req[] = "{}"; /* a plain probe (docs/protocol.md, Probe) */
+    char *reply = NULL, why[512] = "";
+    size_t rlen = 0;
+    int tmo = timeout_ms > 0 ? timeout_ms : 1;
+    int rc = tern_hs_request_auth(t->auth, name, TERN_HS_PROBE, req, sizeof req - 1, &reply,
+                                  &rlen, 4096, tmo, tmo, why, sizeof why);
+    if (rc) {
+        free(reply);
+        return tern_errf(err, errlen, rc, "probe of %s: no answer within %d ms: %s", name, tmo,
+                         why);
+    }
+    json_object *o = reply && rlen < 4096 ? json_tokener_parse(reply) : NULL;
+    json_object *v;
+    int ok = o && ((json_object_object_get_ex(o, "ok", &v) && json_object_get_boolean(v)) ||
+                   (json_object_object_get_ex(o, "status", &v) &&
+                    strcmp(json_object_get_string(v), "success") == 0)); /* Mooncake's */
+    json_object_put(o);
+    free(reply);
+    return ok ? 0
+              : tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                          "probe of %s: the daemon answered, but not as a tern or Mooncake "
+                          "daemon does", name);
+}
+
+int tern_segment_alive(tern_segments *t, tern_segment *s, uint64_t since_ns, char *err,
+                       size_t errlen)
+{
+    pthread_mutex_lock(&s->probe_lock);
+    /* "alive" counts only from a probe that started after the failure;
+     * "silent" from one that was still unanswered after it (the peer said
+     * nothing across the failure either): slices that timed out while a
+     * probe ran share its verdict instead of probing once more. */
+    int fresh = s->probe_ns && (s->probe_rc ? s->probe_end_ns > since_ns
+                                            : s->probe_ns > since_ns);
+    if (!fresh) {
+        char name[sizeof s->name];
+        pthread_rwlock_rdlock(&s->lock);
+        tern_strlcpy(name, s->name, sizeof name);
+        pthread_rwlock_unlock(&s->lock);
+        s->probe_ns = tern_now_ns();
+        s->probe_rc = tern_segments_probe(t, name, t->cfg->io_timeout_ms, s->probe_why,
+                                          sizeof s->probe_why);
+        s->probe_end_ns = tern_now_ns();
+    }
+    int rc = s->probe_rc;
+    if (rc)
+        tern_strlcpy(err, s->probe_why, errlen);
+    pthread_mutex_unlock(&s->probe_lock);
+    return rc;
 }

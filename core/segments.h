@@ -56,6 +56,11 @@ typedef struct tern_segment {
     int fail_code;                /* the last one's code and reason (park_lock) */
     char fail_why[256];
     _Atomic uint64_t retry_at_ms; /* no new attempt before (0: now) */
+    pthread_mutex_t probe_lock;   /* one liveness probe at a time; the fields below */
+    uint64_t probe_ns;            /* when the last probe started (0: never) */
+    uint64_t probe_end_ns;        /* and when it ended */
+    int probe_rc;                 /* its outcome: 0 alive, else the error */
+    char probe_why[256];
 } tern_segment;
 
 typedef struct tern_segments {
@@ -66,6 +71,7 @@ typedef struct tern_segments {
     tern_metadata *md;
     const tern_config *cfg;
     const struct tern_logger *log; /* the engine's (log.h) */
+    const struct tern_auth *auth; /* the shared secret for probes, or NULL */
 } tern_segments;
 
 void tern_segments_init(tern_segments *t);
@@ -96,6 +102,12 @@ tern_desc *tern_segments_peer_blob(tern_segments *t, const char *peer, const cha
 #define TERN_REFETCH_LATER 2
 int tern_segment_refetch(tern_segments *t, tern_segment *s, uint64_t since_ns,
                          uint64_t *later_ms, char *err, size_t errlen);
+/* The same for a fetch the application asked for (tern_segment_buffers,
+ * tern_segment_buffer_find): the rate limit, which keeps failing slices
+ * from flooding a peer, does not apply; the application's calls are its
+ * rate.  Never TERN_REFETCH_LATER. */
+int tern_segment_refetch_asked(tern_segments *t, tern_segment *s, uint64_t since_ns, char *err,
+                               size_t errlen);
 /* Transport xport said TERN_ERR_UNREACHABLE for s: negotiate again without
  * it.  0 when another transport took over (logged once), else
  * TERN_ERR_NO_TRANSPORT with the reason. */
@@ -107,5 +119,21 @@ uint64_t tern_segment_failed(tern_segment *s, int code, const char *why);
 /* The last failure's code and reason, for slices that shared it. */
 int tern_segment_fail_reason(tern_segment *s, char *why, size_t whylen);
 void tern_segment_ok(tern_segment *s);
+
+/* Liveness (docs/configuration.md, Stalled peers): a Probe frame to the
+ * daemon at `name`, connect and reply each within timeout_ms.  0 when it
+ * answered, else TERN_ERR_TIMEOUT (connected, no answer: stalled),
+ * TERN_ERR_CONNECT (nothing listens), ... with the reason in err. */
+struct tern_auth;
+void tern_segments_set_auth(tern_segments *t, const struct tern_auth *auth);
+int tern_segments_probe(tern_segments *t, const char *name, int timeout_ms, char *err,
+                        size_t errlen);
+/* The data path's question after a slice of s timed out at since_ns: is the
+ * peer alive?  A probe that started after since_ns answers for every slice
+ * that failed before it, and one that went unanswered past since_ns says
+ * "silent" for it too; else this call probes (io_timeout_ms; one at a time
+ * per peer, the others wait for its verdict). */
+int tern_segment_alive(tern_segments *t, tern_segment *s, uint64_t since_ns, char *err,
+                       size_t errlen);
 
 #endif

@@ -254,8 +254,10 @@ int tern_topology_discover(const char *sysfs_root, const tern_device_info *devs,
     }
     if (rc == 0 && nuse == 0)
         rc = tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
-                       "topology: the device allow-list keeps none of the %d devices "
-                       "(first is '%s'); check device_allow", ndev, devs[0].name);
+                       "topology: the allow-list of the `devices` key (first '%s') keeps "
+                       "none of the %d devices found (first is '%s'); list some of them in "
+                       "`devices`, or leave it empty for all",
+                       nallow ? allow[0] : "", ndev, devs[0].name);
     for (int k = 0; rc == 0 && k < nnodes; k++) {
         char loc[TOPO_LOC_MAX];
         snprintf(loc, sizeof(loc), "cpu:%d", nodes[k]);

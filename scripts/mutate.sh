@@ -87,6 +87,10 @@ tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &
 efa-shm-default-name | - | if \(\Kefa_is_shm\(d\)(?=\) \{\n        efa_shm_sweep) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-sweep-live | - | pid == getpid\(\) \|\| \Kkill\(pid, 0\) == 0 \|\| errno != ESRCH(?=\)) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-zombie-alive | - | p->pidfd = \Kefa_pidfd_open\(p->pid\)(?=;) | -1 | test_efa_transport | efa_transport/peer_exited_unreaped_is_dead_shm
+# -- a stalled peer: a timed-out slice is retried only when the daemon answers a probe
+stall-no-probe | - | if \(\K(?=tern_segment_alive\(&e->segs, cs->seg, cs->failed_ns) | !0 ? 1 : | test_stall | stall/stopped_peer_fails_within_the_default_bound
+# -- tern_engine_close wakes the threads blocked in the engine
+close-no-wake | - | \Kpthread_cond_broadcast\(w->cond\);(?=\n        pthread_mutex_unlock\(w->lock\)) | (void)w; | test_stall | stall/close_wakes_notify_and_batch_waiters
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

@@ -99,9 +99,10 @@ const cfg_key cfg_keys[] = {
     {.opt = {"connect_timeout_ms", TERN_OPT_INT, 1, TIMEOUT_MAX, NULL, "5000",
              "Deadline for connecting to a peer, in ms."},
      .off = F(connect_timeout_ms)},
-    {.opt = {"io_timeout_ms", TERN_OPT_INT, 1, TIMEOUT_MAX, NULL, "5000",
+    {.opt = {"io_timeout_ms", TERN_OPT_INT, 1, TIMEOUT_MAX, NULL, "2000",
              "Deadline for one network exchange (handshake, metadata, a transport's waits), "
-             "in ms."},
+             "in ms.  A peer that stops answering fails a request within 2 x io_timeout_ms "
+             "(docs/configuration.md, Stalled peers)."},
      .off = F(io_timeout_ms)},
     {.opt = {"endpoint_cache", TERN_OPT_INT, 1, 65536, NULL, "256",
              "Capacity of the endpoint cache (endpoints kept open)."},

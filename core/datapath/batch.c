@@ -85,6 +85,9 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
         return TERN_ERR_INVAL;
     if (!reqs && n)
         return tern_engine_fail(b->e, TERN_ERR_INVAL, "batch_submit: reqs is NULL");
+    if (tern_gate_closed(&b->e->gate))
+        return tern_engine_fail(b->e, TERN_ERR_CLOSED, "batch_submit: the engine is closed "
+                                "(tern_engine_close)");
     pthread_mutex_lock(&b->lock);
     if (n > b->cap - b->n) {
         size_t have = b->n;
@@ -204,23 +207,32 @@ TERN_EXPORT int tern_batch_wait(tern_batch *b, int timeout_ms)
     if (!b)
         return TERN_ERR_INVAL;
     uint64_t until = timeout_ms < 0 ? 0 : tern_now_ms() + (uint64_t)timeout_ms;
+    tern_gate *g = &b->e->gate;
+    tern_gate_waiter w;
+    int entered = timeout_ms != 0 && tern_gate_enter(g, &w, &b->lock, &b->cond) == 0;
+    int rc = 1;
     pthread_mutex_lock(&b->lock);
-    for (;;) {
+    while (rc == 1) {
         timeouts_locked(b);
         int pending;
         uint64_t wake = next_wake_locked(b, until, &pending);
         if (!pending && !b->notes_busy) /* a notification riding on it counts */
-            break;
-        if (until && tern_now_ms() >= until) {
-            pthread_mutex_unlock(&b->lock);
-            return tern_engine_fail(b->e, TERN_ERR_TIMEOUT, "batch_wait: %d ms passed",
-                                    timeout_ms);
-        }
-        wait_until_locked(b, wake);
+            rc = result_locked(b);
+        else if (tern_gate_closed(g)) /* tern_engine_close: nobody may block here */
+            rc = tern_engine_fail(b->e, TERN_ERR_CLOSED,
+                                  "batch_wait: the engine was closed (tern_engine_close) with "
+                                  "requests or a notification of this batch still running");
+        else if (until && tern_now_ms() >= until)
+            rc = tern_engine_fail(b->e, TERN_ERR_TIMEOUT, "batch_wait: %d ms passed",
+                                  timeout_ms);
+        else
+            wait_until_locked(b, wake);
     }
-    int rc = result_locked(b);
-    tern_batch_drain_fd_locked(b);
+    if (rc != TERN_ERR_TIMEOUT && rc != TERN_ERR_CLOSED)
+        tern_batch_drain_fd_locked(b);
     pthread_mutex_unlock(&b->lock);
+    if (entered)
+        tern_gate_leave(g, &w);
     return rc;
 }
 

@@ -188,6 +188,9 @@ TERN_EXPORT int tern_batch_submit_with_notify(tern_batch *b, const tern_request 
     tern_engine *e = b->e;
     if (!n || !reqs)
         return tern_engine_fail(e, TERN_ERR_INVAL, "batch_submit_with_notify: no requests");
+    if (tern_gate_closed(&e->gate))
+        return tern_engine_fail(e, TERN_ERR_CLOSED, "batch_submit_with_notify: the engine is "
+                                "closed (tern_engine_close)");
     tern_segment *sg = tern_segments_get(&e->segs, seg);
     char peer[sizeof sg->name];
     if (sg) {
@@ -284,18 +287,31 @@ TERN_EXPORT int tern_transfer_sync(tern_engine *e, tern_opcode op, void *local,
 {
     if (!e)
         return TERN_ERR_INVAL;
+    /* Inside the gate for the whole call: tern_engine_close wakes the wait
+     * below and returns once the slices are back and this call is done. */
+    tern_gate_waiter w;
+    if (tern_gate_enter(&e->gate, &w, NULL, NULL) != 0)
+        return tern_engine_fail(e, TERN_ERR_CLOSED, "transfer_sync: the engine is closed "
+                                "(tern_engine_close)");
     tern_batch *b = tern_batch_alloc(e, 1);
-    if (!b)
+    if (!b) {
+        tern_gate_leave(&e->gate, &w);
         return TERN_ERR_NOMEM;
+    }
     tern_request r = {op, local, seg, remote, length, 0};
     int rc = tern_batch_submit(b, &r, 1);
     if (rc >= 0)
         rc = tern_batch_wait(b, timeout_ms);
-    if (rc == TERN_ERR_TIMEOUT) {
+    if (rc == TERN_ERR_TIMEOUT || rc == TERN_ERR_CLOSED) {
         tern_batch_cancel(b);
-        tern_engine_fail(e, TERN_ERR_TIMEOUT, "transfer_sync: %s of %llu bytes did not finish "
-                         "within %d ms (canceled)", op == TERN_READ ? "READ" : "WRITE",
-                         (unsigned long long)length, timeout_ms);
+        if (rc == TERN_ERR_TIMEOUT)
+            tern_engine_fail(e, rc, "transfer_sync: %s of %llu bytes did not finish within "
+                             "%d ms (canceled)", op == TERN_READ ? "READ" : "WRITE",
+                             (unsigned long long)length, timeout_ms);
+        else
+            tern_engine_fail(e, rc, "transfer_sync: the engine was closed (tern_engine_close) "
+                             "before the %s of %llu bytes finished (canceled)",
+                             op == TERN_READ ? "READ" : "WRITE", (unsigned long long)length);
     } else if (rc < 0) {
         char msg[TERN_ERRMSG_MAX];
         tern_strlcpy(msg, tern_batch_error(b, 0), sizeof msg);
@@ -303,5 +319,6 @@ TERN_EXPORT int tern_transfer_sync(tern_engine *e, tern_opcode op, void *local,
     }
     wait_slices(b); /* the memory is the caller's again when this returns */
     tern_batch_free(b);
+    tern_gate_leave(&e->gate, &w);
     return rc < 0 ? rc : 0;
 }

@@ -82,6 +82,7 @@ static void done_failed(tern_cslice *cs)
     uint64_t due = now;
     if (peer) {
         cs->refetch = 1;
+        cs->probe = code == TERN_ERR_TIMEOUT; /* silent, not refused: stalled? */
         due = atomic_load(&cs->seg->retry_at_ms);
     }
     tern_dpq_push(e->dp, cs, due);

@@ -145,6 +145,7 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
     uint64_t due = tern_now_ms();
     if (h == TERN_HEAL_PEER) {
         cs->refetch = 1;
+        cs->probe = rc == TERN_ERR_TIMEOUT;
         due = atomic_load(&cs->seg->retry_at_ms);
     }
     tern_dpq_push(e->dp, cs, due);
@@ -271,9 +272,30 @@ static void work_whole(tern_engine *e, tern_cslice *cs)
 /* Refetch when a failure asked for it; a range refusal is retried only
  * against a newer descriptor.  0: go on routing; else cs was handed on
  * (failed, or queued until the refetch rate limit lets it fetch). */
+/* A slice that timed out is retried only when the peer's daemon answers a
+ * probe: a stopped or hung peer answers neither, and retrying it would
+ * cost io_timeout_ms per attempt (and as much per refetch).  This bounds
+ * the time a stalled peer holds a request (docs/configuration.md, Stalled
+ * peers).  0: go on; else cs was failed. */
+static int work_probe(tern_engine *e, tern_cslice *cs)
+{
+    if (!cs->probe)
+        return 0;
+    cs->probe = 0;
+    char why[512] = "", msg[1024];
+    if (tern_segment_alive(&e->segs, cs->seg, cs->failed_ns, why, sizeof why) == 0)
+        return 0;
+    snprintf(msg, sizeof msg, "%s; %s: the peer is stalled or gone (not retried)",
+             cs->s.errmsg[0] ? tern_xport_msg(cs->x, cs->s.errmsg) : "timed out", why);
+    tern_cslice_fail(cs, TERN_ERR_TIMEOUT, msg);
+    return -1;
+}
+
 static int work_heal(tern_engine *e, tern_cslice *cs)
 {
     char why[768] = "";
+    if (work_probe(e, cs) != 0)
+        return -1;
     if (cs->refetch || cs->range) {
         uint64_t later = 0;
         int rc = tern_segment_refetch(&e->segs, cs->seg, cs->failed_ns, &later, why,

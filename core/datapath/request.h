@@ -78,6 +78,7 @@ typedef struct tern_cslice {
     int range;             /* the target refused the range: retry only on a newer
                               descriptor that covers it */
     int unreach;           /* the transport said TERN_ERR_UNREACHABLE */
+    int probe;             /* timed out: ask whether the peer is alive before a retry */
     uint64_t epoch;        /* the peer's failure epoch this slice has counted */
     uint64_t failed_ns;    /* when the last attempt failed (a refetch that
                               started later is fresh enough) */

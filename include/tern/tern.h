@@ -350,6 +350,34 @@ typedef struct tern_engine_options {
  * reason in err (a bad options->size is TERN_ERR_INVAL's message). */
 tern_engine *tern_engine_create_with(const tern_engine_options *options, char *err,
                                      size_t errlen);
+/* ---- closing and liveness --------------------------------------------- */
+
+/* Defined when tern_engine_close and tern_segment_probe are there. */
+#define TERN_API_CLOSE_PROBE 1
+
+/* Close the engine from any thread: every thread blocked in it
+ * (tern_notify_recv_wait, tern_batch_wait with a timeout other than 0,
+ * tern_transfer_sync) is woken and returns TERN_ERR_CLOSED, and this call
+ * returns once all of them have left (a tern_transfer_sync first waits for
+ * its slices, which the transports hand back within io_timeout_ms).  From
+ * then on those calls return TERN_ERR_CLOSED at once instead of blocking
+ * (a batch that already finished still gives its result), and so do
+ * tern_batch_submit and tern_batch_submit_with_notify; a non-blocking call
+ * behaves as before, so a thread that was not blocked sees nothing
+ * different.  The engine stays allocated: free its batches,
+ * then tern_engine_destroy (which closes it first when this was not
+ * called).  Idempotent; TERN_ERR_INVAL for NULL. */
+int tern_engine_close(tern_engine *engine);
+
+/* Is the engine named `name` ("host:port", its server name; no segment
+ * need be open) alive?  Sends one Probe frame to its handshake daemon,
+ * connect and answer each within timeout_ms (<= 0: io_timeout_ms).
+ * 0 when it answered; TERN_ERR_TIMEOUT when it accepted the connection but
+ * did not answer (stopped, hung or overloaded), TERN_ERR_CONNECT when
+ * nothing listens there, another code otherwise; the reason is in
+ * tern_engine_last_error().  The data path asks the same question after a
+ * request timed out (docs/configuration.md, Stalled peers). */
+int tern_segment_probe(tern_engine *engine, const char *name, int timeout_ms);
 
 #ifdef __cplusplus
 }

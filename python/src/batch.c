@@ -443,6 +443,13 @@ static int any_pending(BatchObject *self)
     return 0;
 }
 
+/* A notification riding on the batch is still being sent (every request
+ * it rides on COMPLETED, the peer has not taken it yet). */
+static int notify_pending(BatchObject *self)
+{
+    return tern_batch_notify_error(self->b, NULL, 0) == 1;
+}
+
 /* True when every request has its final status (raising the first
  * failure, as wait()), False while some are running.  Never blocks. */
 static PyObject *batch_poll(BatchObject *self, PyObject *unused)
@@ -451,9 +458,11 @@ static PyObject *batch_poll(BatchObject *self, PyObject *unused)
     if (batch_usable(self) < 0 || submit_queued(self) < 0)
         return NULL;
     int rc = tern_batch_wait(self->b, 0);
-    /* TIMEOUT from a zero wait: still running, or a request timed out. */
+    /* TIMEOUT from a zero wait: still running (a request, or a notification
+     * riding on the batch that is not handed over yet), or a request timed
+     * out. */
     if (rc == TERN_ERR_TIMEOUT) {
-        if (any_pending(self))
+        if (any_pending(self) || notify_pending(self))
             Py_RETURN_FALSE;
         rc = tern_batch_wait(self->b, 0); /* all final now: its answer stands */
     }
@@ -594,8 +603,8 @@ static PyMethodDef batch_methods[] = {
      "asyncio; wait(), poll() and reset() drain it."},
     {"poll", (PyCFunction)batch_poll, METH_NOARGS,
      "poll() -> bool\n\nSubmit what is queued; True when every request has its final status\n"
-     "(raising the first failure, as wait()), False while some run.\n"
-     "Never blocks."},
+     "and a notification riding on the batch was handed over (raising the\n"
+     "first failure, as wait()), False while some run.  Never blocks."},
     {"wait_async", CF(batch_wait_async), KW,
      "wait_async(timeout=None)  (a coroutine)\n\nawait the batch in asyncio: the loop watches fileno(), no thread\n"
      "polls.  Raises as wait(); TimeoutError after `timeout` seconds."},
@@ -679,6 +688,10 @@ PyObject *ternpy_transfer_sync(EngineObject *eo, PyObject *args, PyObject *kw, i
     /* the failure's message, before a refused free replaces it */
     if (rc < 0)
         snprintf(msg, sizeof msg, "%s", tern_engine_last_error(eo->e));
+#if TERNPY_V2
+    if (b && rc == TERN_ERR_CLOSED) /* Engine.close() from another thread */
+        tern_batch_cancel(b);
+#endif
     if (b)
         frc = tern_batch_free(b);
     TERNPY_LEAVE(eo);

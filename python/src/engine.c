@@ -296,16 +296,30 @@ static int engine_close_impl(EngineObject *self)
 {
     if (!self->e)
         return 0;
-    if (self->closing) {
-        ternpy_raise(TERN_ERR_BUSY, "Engine.close: another thread is closing this engine");
-        return -1;
+    if (self->closing) { /* another thread is closing it: done when it is */
+        while (self->closing) {
+            Py_BEGIN_ALLOW_THREADS
+            usleep(1000);
+            Py_END_ALLOW_THREADS
+        }
+        return 0;
     }
-    if (self->busy) {
-        ternpy_raise(TERN_ERR_BUSY,
-                     "Engine.close: another thread is inside a call on this engine");
-        return -1;
+    self->closing = 1; /* other threads may run while the GIL is released below:
+                          their new calls raise ClosedError */
+    /* Threads blocked in the engine (notify_recv, Batch.wait, transfers)
+     * are woken with ClosedError; then wait for every call still inside
+     * (each counts itself in busy until it has the GIL back). */
+#if TERNPY_CLOSE_PROBE
+    tern_engine *ce = self->e;
+    Py_BEGIN_ALLOW_THREADS
+    tern_engine_close(ce);
+    Py_END_ALLOW_THREADS
+#endif
+    while (self->busy > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        usleep(1000);
+        Py_END_ALLOW_THREADS
     }
-    self->closing = 1; /* other threads may run while the GIL is released below */
     for (BatchObject *bo = self->batches; bo; bo = self->batches) {
         ternpy_batch_detach(bo);
         ternpy_engine_unlink_batch(self, bo);
@@ -431,9 +445,12 @@ static PyObject *engine_repr(EngineObject *self)
 
 static PyMethodDef engine_methods[] = {
     {"close", (PyCFunction)engine_close, METH_NOARGS,
-     "close()\n\nWait for this engine's batches to end, free them, stop the engine\n"
-     "(daemon, transports, published segment) and release every registered\n"
-     "object.  Idempotent.  BusyError if another thread is inside a call."},
+     "close()\n\nClose the engine from any thread: every thread blocked in it\n"
+     "(notify_recv, Batch.wait, transfer_sync_*) is woken with ClosedError,\n"
+     "and close() returns once every call has left.  Then it cancels and\n"
+     "frees this engine's batches, stops the engine (daemon, transports,\n"
+     "published segment) and releases every registered object.  Idempotent;\n"
+     "a second close() from another thread returns when the first is done."},
     {"__enter__", (PyCFunction)engine_enter, METH_NOARGS, "Return the engine."},
     {"__exit__", (PyCFunction)engine_exit, METH_VARARGS, "close() the engine."},
     {"register", CF(ternpy_engine_register), KW,
@@ -487,12 +504,25 @@ static PyMethodDef engine_methods[] = {
     {"notify_stats", (PyCFunction)ternpy_engine_notify_stats, METH_NOARGS,
      "notify_stats() -> dict\n\nreceived, delivered, refused (sends refused while the queue was\n"
      "full), queued, sent, send_failed."},
+    {"register_many", CF(ternpy_engine_register_many), KW,
+     "register_many(addresses, lengths, names=None, location=None)\n\nRegister memory at int addresses (lengths[i] bytes at addresses[i],\n"
+     "named names[i] when names is given) with one descriptor publish: all\n"
+     "or nothing.  Each becomes a Registration as register() makes; peers\n"
+     "see them all at once."},
     {"buffers", CF(ternpy_engine_buffers), KW,
      "buffers(segment=None) -> list[BufferInfo]\n\nA segment's registered buffers (name, address, length, location), by\n"
      "address, from its descriptor fetched again; segment None: this engine's."},
     {"buffer", CF(ternpy_engine_buffer), KW,
      "buffer(segment, name) -> BufferInfo\n\nThe segment's buffer registered under `name` (NotFoundError if none);\n"
      "its address is the remote of a request."},
+#endif
+#if TERNPY_CLOSE_PROBE
+    {"probe", CF(ternpy_engine_probe), KW,
+     "probe(segment, timeout=None) -> bool\n\nIs that engine alive?  One Probe frame to its handshake daemon\n"
+     "(segment: a Segment or a server name 'host:port'; nothing is opened),\n"
+     "connect and answer each within `timeout` seconds (None: the engine's\n"
+     "io_timeout_ms).  True when it answered, False when it did not (stopped,\n"
+     "hung, nothing listening).  The GIL is released while it runs."},
 #endif
     {NULL, NULL, 0, NULL}};
 

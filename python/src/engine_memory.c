@@ -185,3 +185,103 @@ PyObject *ternpy_engine_registrations(EngineObject *self, PyObject *unused)
         PyList_SET_ITEM(l, (Py_ssize_t)i, Py_NewRef(self->regs[i]));
     return l;
 }
+
+#if TERNPY_V2
+/* Engine.register_many: int addresses and lengths (and names), registered
+ * with one descriptor publish (tern_register_memory_batch), all or
+ * nothing; each becomes a Registration as register() makes. */
+static int many_fill(EngineObject *self, PyObject *a, PyObject *l, PyObject *n, PyObject *loc,
+                     RegObject **out, tern_memory_region *reg)
+{
+    (void)self;
+    if (n != Py_None && !PyUnicode_Check(n)) {
+        PyErr_SetString(PyExc_TypeError, "register_many: names must be str or None");
+        return -1;
+    }
+    RegObject *r = PyObject_New(RegObject, &TernPy_RegType);
+    if (!r)
+        return -1;
+    r->owner = NULL;
+    r->has_view = 0;
+    r->name = Py_NewRef(n);
+    r->location = Py_NewRef(loc);
+    *out = r;
+    if (reg_fill_from_address(r, a, l, Py_None) < 0)
+        return -1;
+    reg->addr = (void *)r->addr;
+    reg->length = r->len;
+    reg->location = loc != Py_None ? PyUnicode_AsUTF8(loc) : NULL;
+    reg->name = n != Py_None ? PyUnicode_AsUTF8(n) : NULL;
+    return (loc != Py_None && !reg->location) || (n != Py_None && !reg->name) ? -1 : 0;
+}
+
+PyObject *ternpy_engine_register_many(EngineObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"addresses", "lengths", "names", "location", NULL};
+    PyObject *addrs, *lens, *names = Py_None, *loc = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:register_many", kwlist, &addrs, &lens,
+                                     &names, &loc))
+        return NULL;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    if (loc != Py_None && !PyUnicode_Check(loc)) {
+        PyErr_SetString(PyExc_TypeError, "register_many: location must be str or None");
+        return NULL;
+    }
+    PyObject *fa = PySequence_Fast(addrs, "register_many: addresses must be a sequence");
+    PyObject *fl = fa ? PySequence_Fast(lens, "register_many: lengths must be a sequence") : NULL;
+    PyObject *fn = fl && names != Py_None
+                       ? PySequence_Fast(names, "register_many: names must be a sequence")
+                       : NULL;
+    PyObject *res = NULL;
+    RegObject **rs = NULL;
+    tern_memory_region *regs = NULL;
+    Py_ssize_t n = fa && fl ? PySequence_Fast_GET_SIZE(fa) : 0;
+    if (!fa || !fl || (names != Py_None && !fn))
+        goto out;
+    if (PySequence_Fast_GET_SIZE(fl) != n || (fn && PySequence_Fast_GET_SIZE(fn) != n)) {
+        ternpy_raise(TERN_ERR_INVAL, "register_many: addresses, lengths and names differ in "
+                                     "length");
+        goto out;
+    }
+    rs = PyMem_Calloc((size_t)n + 1, sizeof *rs);
+    regs = PyMem_Calloc((size_t)n + 1, sizeof *regs);
+    if (!rs || !regs) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (many_fill(self, PySequence_Fast_GET_ITEM(fa, i), PySequence_Fast_GET_ITEM(fl, i),
+                      fn ? PySequence_Fast_GET_ITEM(fn, i) : Py_None, loc, &rs[i],
+                      &regs[i]) < 0)
+            goto out;
+    int rc = 0;
+    if (n > 0) {
+        TERNPY_ENTER(self);
+        rc = tern_register_memory_batch(self->e, regs, (size_t)n);
+        TERNPY_LEAVE(self);
+    }
+    if (rc < 0) {
+        ternpy_raise_engine(self, rc);
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RegObject *r = rs[i];
+        rs[i] = NULL;
+        if (ternpy_regs_insert(self, r) < 0) { /* out of memory: drop it again */
+            tern_unregister_memory(self->e, (void *)r->addr);
+            Py_DECREF(r);
+        }
+    }
+    res = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+out:
+    for (Py_ssize_t i = 0; rs && i < n; i++)
+        Py_XDECREF(rs[i]);
+    PyMem_Free(rs);
+    PyMem_Free(regs);
+    Py_XDECREF(fa);
+    Py_XDECREF(fl);
+    Py_XDECREF(fn);
+    return res;
+}
+#endif

@@ -184,3 +184,44 @@ PyObject *ternpy_engine_buffer(EngineObject *self, PyObject *args, PyObject *kw)
     return ternpy_segment_buffer(self, id, name);
 }
 #endif
+
+#if TERNPY_CLOSE_PROBE
+PyObject *ternpy_probe(EngineObject *eo, const char *name, PyObject *timeout)
+{
+    int ms = 0;
+    if (timeout && timeout != Py_None && ternpy_timeout_ms(timeout, &ms) < 0)
+        return NULL;
+    if (ternpy_engine_check(eo) < 0)
+        return NULL;
+    int rc;
+    TERNPY_ENTER(eo);
+    rc = tern_segment_probe(eo->e, name, ms > 0 ? ms : (timeout && timeout != Py_None ? 1 : 0));
+    TERNPY_LEAVE(eo);
+    if (rc == 0)
+        Py_RETURN_TRUE;
+    if (rc == TERN_ERR_TIMEOUT || rc == TERN_ERR_CONNECT || rc == TERN_ERR_CLOSED ||
+        rc == TERN_ERR_IO)
+        Py_RETURN_FALSE; /* no answer: the reason is in last_error */
+    return ternpy_raise_engine(eo, rc);
+}
+
+PyObject *ternpy_engine_probe(EngineObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"segment", "timeout", NULL};
+    PyObject *seg, *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:probe", kwlist, &seg, &timeout))
+        return NULL;
+    if (PyObject_TypeCheck(seg, &TernPy_SegmentType)) {
+        SegmentObject *so = (SegmentObject *)seg;
+        if (so->engine != self)
+            return ternpy_raise(TERN_ERR_INVAL, "probe: a segment opened by another engine");
+        seg = so->name;
+    }
+    if (!PyUnicode_Check(seg)) {
+        PyErr_SetString(PyExc_TypeError, "probe: segment must be a Segment or a str 'host:port'");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(seg);
+    return name ? ternpy_probe(self, name, timeout) : NULL;
+}
+#endif

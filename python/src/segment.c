@@ -111,10 +111,14 @@ PyObject *ternpy_segment_buffers(EngineObject *eo, tern_segment_id id)
 {
     if (ternpy_engine_check(eo) < 0)
         return NULL;
-    tern_buffer_info *out = NULL;
-    size_t max = 0;
+    /* Room for a typical peer first: each call fetches the descriptor, so
+     * one call is the common case; a second only when it has more (the
+     * count may grow between the calls: the peer registers more). */
+    size_t max = 64;
+    tern_buffer_info *out = PyMem_Malloc(max * sizeof *out);
+    if (!out)
+        return PyErr_NoMemory();
     int n;
-    /* The count may grow between the calls (the peer registers more). */
     for (;;) {
         TERNPY_ENTER(eo);
         n = tern_segment_buffers(eo->e, id, out, max);
@@ -208,6 +212,18 @@ static PyObject *segment_get_engine(SegmentObject *s, void *c)
     return Py_NewRef(s->engine);
 }
 
+#if TERNPY_CLOSE_PROBE
+static PyObject *segment_probe(SegmentObject *s, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:probe", kwlist, &timeout))
+        return NULL;
+    const char *name = PyUnicode_AsUTF8(s->name);
+    return name ? ternpy_probe(s->engine, name, timeout) : NULL;
+}
+#endif
+
 static PyMethodDef segment_methods[] = {
     {"descriptor", (PyCFunction)segment_descriptor, METH_NOARGS,
      "descriptor() -> dict\n\nThe peer's segment descriptor as this engine holds it: name, buffers\n"
@@ -219,6 +235,11 @@ static PyMethodDef segment_methods[] = {
      "peer cannot be reached)."},
     {"buffer", (PyCFunction)segment_buffer, METH_O,
      "buffer(name) -> BufferInfo\n\nThe peer's buffer registered under `name` (NotFoundError if none)."},
+#endif
+#if TERNPY_CLOSE_PROBE
+    {"probe", (PyCFunction)(void (*)(void))segment_probe, METH_VARARGS | METH_KEYWORDS,
+     "probe(timeout=None) -> bool\n\nIs the peer alive (Engine.probe)?  True when its daemon answered\n"
+     "within `timeout` seconds (None: io_timeout_ms), False when not."},
 #endif
     {"close", (PyCFunction)segment_close, METH_NOARGS,
      "close()\n\nForget the segment and close its connections."},

@@ -60,6 +60,13 @@ extern PyTypeObject TernPy_LogQueueType;
 int ternpy_log_hook(void *user, int level, const char *engine, const char *msg);
 #endif
 
+/* tern_engine_close (close() wakes blocked threads) and tern_segment_probe. */
+#if defined(TERN_API_CLOSE_PROBE)
+#define TERNPY_CLOSE_PROBE 1
+#else
+#define TERNPY_CLOSE_PROBE 0
+#endif
+
 /* ---- registrations ------------------------------------------------------ */
 
 typedef struct RegObject {
@@ -214,5 +221,13 @@ PyObject *ternpy_engine_notify_stats(EngineObject *self, PyObject *unused);
 PyObject *ternpy_engine_notify_recv_async(EngineObject *self, PyObject *args, PyObject *kw);
 PyObject *ternpy_engine_buffers(EngineObject *self, PyObject *args, PyObject *kw);
 PyObject *ternpy_engine_buffer(EngineObject *self, PyObject *args, PyObject *kw);
+#if TERNPY_V2
+PyObject *ternpy_engine_register_many(EngineObject *self, PyObject *args, PyObject *kw);
+#endif
+#if TERNPY_CLOSE_PROBE
+PyObject *ternpy_engine_probe(EngineObject *self, PyObject *args, PyObject *kw);
+/* tern_segment_probe of `name`: True alive, False no answer, NULL raised. */
+PyObject *ternpy_probe(EngineObject *eo, const char *name, PyObject *timeout);
+#endif
 
 #endif

@@ -5,6 +5,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,27 @@ class Peer:
         return self._line()
 
     def stop(self):
+        """SIGSTOP, and wait until every thread of it stopped: kill() returns
+        before a thread running on another core has, and that thread could
+        still answer a request sent meanwhile."""
         os.kill(self.pid, signal.SIGSTOP)
         self.stopped = True
+        deadline = time.monotonic() + 10
+        while not self._all_stopped():
+            assert time.monotonic() < deadline, "peer did not stop within 10 s"
+            time.sleep(0.002)
+
+    def _all_stopped(self):
+        task = f"/proc/{self.pid}/task"
+        for tid in os.listdir(task):
+            try:
+                with open(f"{task}/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("T", "t"):
+                return False
+        return True
 
     def cont(self):
         os.kill(self.pid, signal.SIGCONT)

@@ -151,3 +151,117 @@ def test_notify_rides_after_the_transfer(mc, peer):
     assert [(g.name, g.msg) for g in got] == [("back", "hello there")]
     assert mc.send_probe(peer.name) == 0
     assert json.loads(mc.get_local_topology())
+
+
+# ---- where tern used to differ from Mooncake ------------------------------------
+
+def test_initialize_ignores_the_nic_list_for_tcp():
+    te = TransferEngine()
+    try:
+        assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "mlx5_0",
+                             config={"log_level": "warn"}) == 0, te.last_error
+    finally:
+        te.close()
+    # where the list does apply, a list keeping no device says which key to fix
+    import tern
+    with pytest.raises(tern.Error) as e:
+        tern.Engine({"server_name": "127.0.0.1:0", "transports": [{"name": "tcp"}],
+                     "devices": ["no-such-nic0"], "log_level": "error"})
+    assert "`devices`" in str(e.value) and "device_allow" not in str(e.value)
+
+
+def test_local_topology_describes_this_engine(mc):
+    # initialized with protocol "tcp": the default configuration lists shm too
+    report = json.loads(mc.get_local_topology())
+    assert [t["transport"] for t in report] == ["tcp"]
+
+
+class _Counting:
+    """The tern.Engine under a TransferEngine, counting registration calls."""
+
+    def __init__(self, eng):
+        self.eng, self.calls = eng, []
+
+    def __getattr__(self, name):
+        attr = getattr(self.eng, name)
+        if name.startswith("register"):
+            def counted(*a, **k):
+                self.calls.append(name)
+                return attr(*a, **k)
+            return counted
+        return attr
+
+
+def test_batch_register_memory_publishes_once(mc):
+    import tern
+    n, size = 32, 4096
+    mem = ctypes.create_string_buffer(n * size)
+    base = ctypes.addressof(mem)
+    addrs = [base + i * size for i in range(n)]
+    counting = _Counting(mc.get_engine())
+    mc._engine = counting
+    try:
+        assert mc.batch_register_memory(addrs, [size] * n) == 0, mc.last_error
+        if tern.HAS_API_V2:
+            assert counting.calls == ["register_many"]       # one descriptor publish
+        got = {b["addr"] for b in counting.eng.descriptor()["buffers"]}
+        assert set(addrs) <= got
+        # all or nothing: one overlapping region fails the batch, none stays
+        other = ctypes.create_string_buffer(2 * size)
+        o = ctypes.addressof(other)
+        assert mc.batch_register_memory([o, addrs[0]], [size, size]) == -1
+        assert o not in {b["addr"] for b in counting.eng.descriptor()["buffers"]}
+    finally:
+        mc._engine = counting.eng
+    assert mc.batch_unregister_memory(addrs) == 0
+
+
+def test_async_submit_to_a_dead_peer_returns_minus_one(mc):
+    buf = mc.allocate_managed_buffer(4096)
+    dead = "127.0.0.1:1"          # nothing listens on port 1
+    assert mc.batch_transfer_async_write(dead, [buf], [0x1000], [4096]) == -1
+    assert "127.0.0.1:1" in mc.last_error
+    assert mc.transfer_submit_write(dead, buf, 0x1000, 4096) == -1
+
+
+def test_first_buffer_address_is_the_first_registered():
+    a = TransferEngine()
+    b = TransferEngine()
+    try:
+        for te in (a, b):
+            assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "",
+                                 config={"log_level": "warn"}) == 0
+        m1, m2 = ctypes.create_string_buffer(8192), ctypes.create_string_buffer(8192)
+        lo, hi = sorted([ctypes.addressof(m1), ctypes.addressof(m2)])
+        assert b.register_memory(hi, 4096) == 0        # the higher address first
+        assert b.register_memory(lo, 4096) == 0
+        peer = f"127.0.0.1:{b.get_rpc_port()}"
+        assert a.get_first_buffer_address(peer) == hi
+        assert b.unregister_memory(hi) == 0             # then the next one registered
+        assert a.get_first_buffer_address(peer) == lo
+    finally:
+        a.close()
+        b.close()
+
+
+def test_empty_batches_are_done(mc, peer):
+    assert mc.batch_transfer_sync_write(peer.name, [], [], []) == 0
+    assert mc.batch_transfer_sync_read(peer.name, [], [], []) == 0
+    bid = mc.batch_transfer_async_write(peer.name, [], [], [])
+    assert bid > 0
+    assert mc.get_batch_transfer_status([bid]) == 0
+    bid = mc.batch_transfer_async_read(peer.name, [], [], [])
+    assert mc.transfer_check_status(bid) == 1
+
+
+def test_routine_failures_are_not_logged_as_errors(mc, peer, caplog):
+    import logging
+    unregistered = ctypes.create_string_buffer(4096)
+    with caplog.at_level(logging.DEBUG, logger="tern.compat.mooncake"):
+        assert mc.transfer_sync_write(peer.name, ctypes.addressof(unregistered), peer.addr,
+                                      4096) == -1
+        assert mc.get_batch_transfer_status([987654]) == -1
+    mine = [r for r in caplog.records if r.name == "tern.compat.mooncake"]
+    assert mine, "the -1 returns are still logged (at DEBUG)"
+    assert all(r.levelno < logging.WARNING for r in mine), [(r.levelname, r.message)
+                                                             for r in mine]

@@ -38,7 +38,7 @@ void assert_defaults_with(const tern_config *cfg, const char *const *xp, size_t 
     cr_assert_eq(cfg->log_level, TERN_LOG_INFO);
     cr_assert_eq(cfg->handshake_max_frame, 1 << 20);
     cr_assert_eq(cfg->connect_timeout_ms, 5000);
-    cr_assert_eq(cfg->io_timeout_ms, 5000);
+    cr_assert_eq(cfg->io_timeout_ms, 2000);
     cr_assert_eq(cfg->endpoint_cache, 256);
     cr_assert_eq(cfg->eviction, TERN_EVICT_SIEVE);
     cr_assert_null(cfg->auth_secret_file);

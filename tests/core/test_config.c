@@ -335,7 +335,7 @@ Test(config, environment_beats_file_beats_default)
     tern_config *cfg = NULL;
     cr_assert_eq(tern_config_load_file(NULL, &cfg, err, sizeof err), 0, "%s", err);
     cr_assert_eq(cfg->retries, 9, "file beats default");
-    cr_assert_eq(cfg->io_timeout_ms, 5000, "default where the file says nothing");
+    cr_assert_eq(cfg->io_timeout_ms, 2000, "default where the file says nothing");
     cr_assert_eq(cfg->log_level, TERN_LOG_ERROR, "environment beats file");
     cr_assert_str_eq(cfg->plugin_path[0], "/env");
     cr_assert_str_eq(cfg->plugin_path[1], "/file");

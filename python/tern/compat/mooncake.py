@@ -7,10 +7,13 @@ A serving stack written against Mooncake's Python ``TransferEngine``
 
 Method names, argument order, defaults and return conventions follow
 Mooncake's binding: ``initialize`` and transfers return 0 on success and
--1 on failure (the failure is logged on the ``tern.compat.mooncake``
-logger and kept in ``last_error``), addresses are ints, batch ids are
-ints with 0 meaning failure.  Differences (python/README.md lists them
-all):
+-1 on failure (the failure is kept in ``last_error`` and logged on the
+``tern.compat.mooncake`` logger: at WARNING for ``initialize``, at DEBUG
+for the routine -1 of a transfer or lookup, which the caller handles),
+addresses are ints, batch ids are ints with 0 meaning failure and -1 a
+peer that cannot be reached.  An empty batch is done at once (0, or a
+batch id that reports completed).  Differences (python/README.md lists
+them all):
 
 - ``transport_hint`` is accepted and ignored: tern picks the transport
   from its configuration and the peer's (the first one both speak).
@@ -20,10 +23,17 @@ all):
 - ``local_hostname`` without a port gets a free port (as Mooncake's P2P
   mode does); read it back with ``get_rpc_port()``.  The segment name
   peers use is ``f"{host}:{get_rpc_port()}"``.
-- ``get_local_topology()`` returns tern's topology report (JSON text),
-  not Mooncake's format; ``send_probe()`` opens the peer's segment.
-- ``get_first_buffer_address()`` returns the lowest-addressed buffer of
-  the peer (tern orders descriptors by address).
+- ``device_name`` (the NIC list) applies to ``rdma`` and ``efa``; as in
+  Mooncake, it is ignored for ``tcp``, ``shm`` and the default list.
+- ``get_local_topology()`` returns tern's report of this engine's
+  configuration (its transports, devices and topology, JSON text), not
+  Mooncake's format; ``send_probe()`` opens the peer's segment.
+- ``get_first_buffer_address()`` returns the peer's first registered
+  buffer still registered: buffers registered through this class carry
+  the names ``mooncake/<n>`` in registration order; a peer without them
+  answers with its lowest-addressed buffer.
+- ``batch_register_memory`` publishes the descriptor once for all
+  regions (all or nothing).
 - A transfer's deadline is Mooncake's: ``MC_TRANSFER_TIMEOUT`` seconds
   (default 30, at least 5) plus one second per GiB.
 - Not provided: CUDA-stream transfers (``*_on_cuda``), EFA warm-up,
@@ -51,6 +61,8 @@ SUPPORT_INTRA_NVLINK = False
 _log = logging.getLogger(__name__)
 _P2P = "P2PHANDSHAKE"
 _GPU_PROTOCOLS = ("nvlink", "nvlink_intra", "hip", "xgmi", "cxl", "ascend")
+_NIC_PROTOCOLS = ("rdma", "efa")  # where Mooncake applies device_name
+_SEQ_PREFIX = "mooncake/"         # names of buffers registered here, in order
 
 
 class TransferOpcode(enum.IntEnum):
@@ -96,6 +108,22 @@ def _transfer_timeout(length: int) -> float:
     return base + length / float(1 << 30)
 
 
+def _describe(cfg: Optional[dict]) -> dict:
+    """tern.describe_config of a configuration dict (through a memfd: nothing
+    is written to disk), or of the default one."""
+    if cfg is None:
+        return tern.describe_config()
+    fd = os.memfd_create("tern-mooncake-config")
+    try:
+        os.write(fd, json.dumps(cfg).encode())
+        return tern.describe_config(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
+_EMPTY = object()  # an empty batch: nothing to wait for
+
+
 class TransferEngine:
     """Mooncake's TransferEngine API over a tern.Engine."""
 
@@ -106,6 +134,9 @@ class TransferEngine:
         self._managed: Dict[int, mmap.mmap] = {}
         self._async: Dict[int, tern.Batch] = {}
         self._ids = itertools.count(1)
+        self._seq = itertools.count(0)
+        self._config: Optional[dict] = None
+        self._unreachable = False
         self.last_error = ""
 
     # ---- setup -----------------------------------------------------------
@@ -130,23 +161,24 @@ class TransferEngine:
                        config: Optional[dict] = None) -> int:
         """initialize() with the metadata type given apart ("etcd", "redis", ...)."""
         if self._engine is not None:
-            return self._fail("initialize: already initialized")
+            return self._fail("initialize: already initialized", logging.WARNING)
         proto = (protocol or "").strip().lower()
         if proto in _GPU_PROTOCOLS:
             return self._fail(f"initialize: protocol '{protocol}' is not available in tern "
-                              "(tcp, rdma, efa, shm)")
+                              "(tcp, rdma, efa, shm)", logging.WARNING)
         cfg = {"server_name": _server_name(local_hostname),
                "metadata": _metadata(metadata_server, metadata_type)}
         if proto:
             cfg["transports"] = [{"name": proto, "required": True}]
         devices = [d.strip() for d in (device_name or "").split(",") if d.strip()]
-        if devices:
+        if devices and proto in _NIC_PROTOCOLS:   # Mooncake: tcp ignores the NIC list
             cfg["devices"] = devices
         cfg.update(config or {})
         try:
             self._engine = tern.Engine(cfg)
         except tern.Error as e:
-            return self._fail(f"initialize: {e}")
+            return self._fail(f"initialize: {e}", logging.WARNING)
+        self._config = cfg
         return 0
 
     def get_engine(self) -> Optional[tern.Engine]:
@@ -160,7 +192,8 @@ class TransferEngine:
     def close(self) -> None:
         """Stop the engine and free managed buffers (tern only)."""
         for batch in self._async.values():
-            batch.close()
+            if batch is not _EMPTY:
+                batch.close()
         self._async.clear()
         if self._engine is not None:
             self._engine.close()
@@ -180,9 +213,13 @@ class TransferEngine:
 
     # ---- memory ----------------------------------------------------------
 
+    def _name(self) -> Optional[str]:
+        """The next registration's name: its place in registration order."""
+        return f"{_SEQ_PREFIX}{next(self._seq)}" if tern.HAS_API_V2 else None
+
     def register_memory(self, buffer_addr: int, capacity: int, location: str = "*") -> int:
         try:
-            self._require().register(buffer_addr, capacity,
+            self._require().register(buffer_addr, capacity, name=self._name(),
                                      location=None if location in ("", "*") else location)
         except tern.Error as e:
             return self._fail(f"register_memory: {e}")
@@ -200,6 +237,15 @@ class TransferEngine:
         if len(buffer_addresses) != len(capacities):
             return self._fail("batch_register_memory: buffer_addresses and capacities "
                               "differ in length")
+        eng = self._require()
+        if hasattr(eng, "register_many"):          # one descriptor publish for all
+            names = [self._name() for _ in buffer_addresses]
+            try:
+                eng.register_many(list(buffer_addresses), list(capacities), names,
+                                  None if location in ("", "*") else location)
+            except tern.Error as e:
+                return self._fail(f"batch_register_memory: {e}")
+            return 0
         done: List[int] = []
         for addr, cap in zip(buffer_addresses, capacities):
             if self.register_memory(addr, cap, location) != 0:
@@ -219,7 +265,7 @@ class TransferEngine:
         """Page-aligned memory, registered; returns its address (0 on failure)."""
         try:
             m = mmap.mmap(-1, length)
-            addr = self._require().register(m)
+            addr = self._require().register(m, name=self._name())
         except (tern.Error, ValueError, OSError) as e:
             self._fail(f"allocate_managed_buffer: {e}")
             return 0
@@ -289,6 +335,8 @@ class TransferEngine:
                              opcode, "batch_transfer_sync", ride)
         if batch is None:
             return -1
+        if batch is _EMPTY:
+            return 0
         try:
             with batch:
                 pass  # leaving the block waits and raises a failure
@@ -319,7 +367,7 @@ class TransferEngine:
         batch = self._submit(target_hostname, buffers, peer_buffer_addresses, lengths,
                              opcode, "batch_transfer_async")
         if batch is None:
-            return 0
+            return -1 if self._unreachable else 0
         bid = next(self._ids)
         self._async[bid] = batch
         return bid
@@ -336,9 +384,11 @@ class TransferEngine:
         """Wait for every batch; 0 when all completed, else -1.  Frees them."""
         rc = 0
         for bid in batch_ids:
-            batch = self._async.pop(bid, None)
-            if batch is None:
+            if bid not in self._async:
                 rc = self._fail(f"get_batch_transfer_status: unknown batch id {bid}")
+                continue
+            batch = self._async.pop(bid)
+            if batch is _EMPTY:
                 continue
             try:
                 with batch:
@@ -349,9 +399,12 @@ class TransferEngine:
 
     def transfer_check_status(self, batch_id: int) -> int:
         """1 completed, 0 in progress, -1 failed, -2 timed out (1 and -1 free it)."""
-        batch = self._async.get(batch_id)
-        if batch is None:
+        if batch_id not in self._async:
             return self._fail(f"transfer_check_status: unknown batch id {batch_id}")
+        batch = self._async[batch_id]
+        if batch is _EMPTY:
+            del self._async[batch_id]
+            return 1
         states = [batch.state(i) for i in range(len(batch))]
         if any(s.status in (tern.Status.WAITING, tern.Status.PENDING) for s in states):
             return 0
@@ -367,12 +420,22 @@ class TransferEngine:
     # ---- peers and notifications --------------------------------------------
 
     def get_first_buffer_address(self, segment_name: str) -> int:
+        """The peer's first registered buffer (0 if none): the lowest
+        ``mooncake/<n>`` name, else the lowest address."""
         try:
-            bufs = self._require().open_segment(segment_name).descriptor().get("buffers", [])
+            seg = self._require().open_segment(segment_name)
+            if tern.HAS_API_V2:
+                bufs = [(b.name, b.address) for b in seg.buffers()]
+            else:
+                bufs = [("", int(b["addr"])) for b in seg.descriptor().get("buffers", [])]
         except tern.Error as e:
             self._fail(f"get_first_buffer_address: {e}")
             return 0
-        return int(bufs[0]["addr"]) if bufs else 0
+        seq = [(int(n[len(_SEQ_PREFIX):]), a) for n, a in bufs
+               if n.startswith(_SEQ_PREFIX) and n[len(_SEQ_PREFIX):].isdigit()]
+        if seq:
+            return min(seq)[1]
+        return min(a for _, a in bufs) if bufs else 0
 
     def get_notifies(self) -> List[TransferNotify]:
         out = []
@@ -390,8 +453,9 @@ class TransferEngine:
         return 0
 
     def get_local_topology(self, device_name: Optional[str] = None) -> str:
-        """tern's report of the transports, devices and topology (JSON text)."""
-        doc = tern.describe_config()
+        """tern's report of this engine's transports, devices and topology
+        (JSON text; before initialize(), of the default configuration)."""
+        doc = _describe(self._config)
         allow = [d for d in (device_name or "").split(",") if d]
         out = []
         for t in doc.get("transports", []):
@@ -407,9 +471,12 @@ class TransferEngine:
             raise RuntimeError("TransferEngine: call initialize() first")
         return self._engine
 
-    def _fail(self, msg: str) -> int:
+    def _fail(self, msg: str, level: int = logging.DEBUG) -> int:
+        """A -1 return: the message is kept in last_error; routine ones (a
+        peer down, a transfer failed) are logged at DEBUG, as the caller
+        handles the -1."""
         self.last_error = msg
-        _log.error("%s", msg)
+        _log.log(level, "%s", msg)
         return -1
 
     def _submit(self, target, buffers, peers, lengths, opcode, what,
@@ -418,13 +485,18 @@ class TransferEngine:
             self._fail(f"{what}: buffers, peer_buffer_addresses and lengths have "
                        "different sizes")
             return None
-        if not buffers:
-            self._fail(f"{what}: no requests")
-            return None
+        self._unreachable = False
+        if not buffers:                      # Mooncake: nothing to do, done at once
+            return _EMPTY
         timeout = _transfer_timeout(sum(lengths))
+        eng = self._require()
         try:
-            eng = self._require()
             seg = eng.open_segment(target)
+        except tern.Error as e:
+            self._unreachable = True         # Mooncake: openSegment failed -> -1
+            self._fail(f"{what} to {target}: {e}")
+            return None
+        try:
             batch = eng.batch(len(buffers))
             add = batch.write if opcode == TransferOpcode.Write else batch.read
             for local, remote, n in zip(buffers, peers, lengths):
