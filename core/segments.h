@@ -28,6 +28,8 @@
 #include "xport.h"
 
 struct tern_cslice; /* datapath/request.h */
+struct tern_stat_set; /* stats.h */
+struct tern_stats_obj;
 
 #define TERN_MAX_SEGMENTS 4096
 #define TERN_REFETCH_MIN_MS 100   /* at most one descriptor fetch per peer per this */
@@ -56,6 +58,9 @@ typedef struct tern_segment {
     int fail_code;                /* the last one's code and reason (park_lock) */
     char fail_why[256];
     _Atomic uint64_t retry_at_ms; /* no new attempt before (0: now) */
+    /* this peer's counters (stats.c), set at open; they outlive a reuse
+     * of the slot by another peer */
+    struct tern_stat_set *_Atomic stats;
 } tern_segment;
 
 typedef struct tern_segments {
@@ -65,6 +70,7 @@ typedef struct tern_segments {
     size_t nxports;
     tern_metadata *md;
     const tern_config *cfg;
+    struct tern_stats_obj *stats; /* refetches, heals, fallbacks are counted here */
 } tern_segments;
 
 void tern_segments_init(tern_segments *t);

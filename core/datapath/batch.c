@@ -66,10 +66,13 @@ static void req_start(tern_batch *b, size_t idx, tern_cut_list *l)
         n = tern_cut(b, idx, seg, l);
     }
     pthread_mutex_lock(&b->lock);
+    q->st = seg ? atomic_load_explicit(&seg->stats, memory_order_relaxed) : NULL;
     if (n < 0) {
         tern_req_fail_locked(b, idx, TERN_INVALID, n, "%s",
                              rc < 0 ? msg : "registered memory changed during the cut");
     } else {
+        q->start_ns = tern_now_ns();
+        tern_stats_start(b->e->stats, q->st);
         q->status = TERN_PENDING;
         q->nslices = rc == TERN_CUT_REFETCH ? 0 : n;
         q->live = n;
@@ -99,6 +102,7 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
         b->reqs[base + i].r = reqs[i];
         b->reqs[base + i].status = TERN_WAITING;
         b->reqs[base + i].note = b->pending_note;
+        b->reqs[base + i].xport = -1;
     }
     b->pending_note = -1; /* one submit carries a note (batch_ctl.c) */
     b->n += n;

@@ -10,6 +10,7 @@
 #define TERN_CORE_DATAPATH_REQUEST_H
 
 #include "engine_state.h"
+#include "stats.h"
 
 /* One request and its state; guarded by the batch lock. */
 typedef struct tern_req {
@@ -23,6 +24,10 @@ typedef struct tern_req {
     tern_status ending;    /* final status decided, published when live is 0 */
     uint64_t deadline_ms;  /* tern_now_ms() based; 0 = none */
     int note;              /* index into the batch's notes, -1: none */
+    /* statistics (stats.h): fixed at submit, before any slice exists */
+    tern_stat_set *st;     /* the peer's counters, NULL: the engine's only */
+    uint64_t start_ns;     /* when it went PENDING; 0: never did */
+    int xport;             /* transport of the last slice that ended, -1: none */
 } tern_req;
 
 /* A notification riding on requests [first, first+count) of a batch
@@ -103,6 +108,9 @@ tern_heal tern_heal_class(int code);
 /* The endpoint is broken: drop it so the next attempt builds a new one. */
 int tern_heal_drops_endpoint(int code);
 
+/* Request idx has its final status: count it, advance its notification,
+ * wake the waiters (batch lock held). */
+void tern_req_publish_locked(tern_batch *b, size_t idx);
 /* Fail request idx (batch lock held) unless it already ended. */
 void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
