@@ -17,21 +17,26 @@ typedef struct peer_set {
 } peer_set;
 
 struct tern_stats_obj {
-    int on;
-    tern_stat_set all;
-    tern_stat_set xp[TERN_DESC_MAX_TRANSPORTS];
+    _Atomic int on;               /* read relaxed on every count */
+    tern_stat_set xp[TERN_DESC_MAX_TRANSPORTS + 1]; /* the last: no transport */
+    tern_stat_set nopeer; /* requests whose peer has no set of its own */
     char xname[TERN_DESC_MAX_TRANSPORTS][64];
     pthread_mutex_t lock; /* the peer table (never the counters) */
     peer_set **peers;
     size_t npeers, cap;
 };
 
+static int counting(const tern_stats_obj *s)
+{
+    return s && atomic_load_explicit(&s->on, RELAXED);
+}
+
 tern_stats_obj *tern_stats_create(int on)
 {
     tern_stats_obj *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->on = on;
+    atomic_init(&s->on, on);
     pthread_mutex_init(&s->lock, NULL);
     return s;
 }
@@ -58,7 +63,7 @@ void tern_stats_set_transport(tern_stats_obj *s, int i, const char *name)
 /* Linear: called once per segment open, never on the data path. */
 tern_stat_set *tern_stats_peer(tern_stats_obj *s, const char *name)
 {
-    if (!s || !s->on || !name)
+    if (!counting(s) || !name)
         return NULL;
     tern_stat_set *found = NULL;
     pthread_mutex_lock(&s->lock);
@@ -95,29 +100,26 @@ static inline void add(_Atomic uint64_t *c, uint64_t n)
 
 static tern_stat_set *xset(tern_stats_obj *s, int xport)
 {
-    return xport >= 0 && xport < TERN_DESC_MAX_TRANSPORTS ? &s->xp[xport] : NULL;
+    return xport >= 0 && xport < TERN_DESC_MAX_TRANSPORTS ? &s->xp[xport]
+                                                          : &s->xp[TERN_DESC_MAX_TRANSPORTS];
+}
+
+void tern_stats_enable(tern_stats_obj *s, int on)
+{
+    if (s)
+        atomic_store_explicit(&s->on, on, RELAXED);
+}
+
+uint64_t tern_stats_now(const tern_stats_obj *s)
+{
+    return counting(s) ? tern_now_ns() : 0;
 }
 
 void tern_stats_start(tern_stats_obj *s, tern_stat_set *peer)
 {
-    if (!s || !s->on)
+    if (!counting(s))
         return;
-    atomic_fetch_add_explicit(&s->all.in_flight, 1, RELAXED);
-    if (peer)
-        atomic_fetch_add_explicit(&peer->in_flight, 1, RELAXED);
-}
-
-void tern_stats_bytes(tern_stats_obj *s, tern_stat_set *peer, int xport, int op, uint64_t n)
-{
-    if (!s || !s->on)
-        return;
-    op &= 1;
-    add(&s->all.bytes[op], n);
-    if (peer)
-        add(&peer->bytes[op], n);
-    tern_stat_set *x = xset(s, xport);
-    if (x)
-        add(&x->bytes[op], n);
+    add(&(peer ? peer : &s->nopeer)->started, 1);
 }
 
 /* Bucket k holds latencies up to 2^k microseconds. */
@@ -128,37 +130,75 @@ static int bucket(uint64_t ns)
     return k < TERN_STATS_BUCKETS - 1 ? k : TERN_STATS_BUCKETS - 1;
 }
 
-static void end_one(tern_stat_set *t, int op, int code, int k, uint64_t ns)
+static void end_one(tern_stat_set *t, int op, int started, int code, int k, uint64_t ns,
+                    uint64_t bytes)
 {
+    if (bytes)
+        add(&t->bytes[op], bytes);
     if (code == 0) {
-        add(&t->ops[op], 1);
         add(&t->lat[op][k], 1);
         add(&t->lat_sum_ns[op], ns);
         return;
     }
     add(&t->failures[op], 1);
+    if (!started)
+        add(&t->unstarted, 1);
     int i = -code;
     add(&t->errors[i > 0 && i < TERN_STATS_ERRORS ? i : 0], 1);
 }
 
 void tern_stats_end(tern_stats_obj *s, tern_stat_set *peer, int xport, int op, int started,
-                    int code, uint64_t ns)
+                    int code, uint64_t ns, uint64_t bytes)
 {
-    if (!s || !s->on)
+    if (!counting(s))
         return;
     op &= 1;
     int k = bucket(ns);
-    end_one(&s->all, op, code, k, ns);
-    if (started)
-        atomic_fetch_sub_explicit(&s->all.in_flight, 1, RELAXED);
-    if (peer) {
-        end_one(peer, op, code, k, ns);
-        if (started)
-            atomic_fetch_sub_explicit(&peer->in_flight, 1, RELAXED);
+    end_one(peer ? peer : &s->nopeer, op, started, code, k, ns, bytes);
+    end_one(xset(s, xport), op, started, code, k, ns, bytes);
+}
+
+void tern_stats_started(tern_stats_obj *s, tern_stat_set *peer, uint64_t n)
+{
+    if (n && counting(s))
+        add(&(peer ? peer : &s->nopeer)->started, n);
+}
+
+static void flush_one(tern_stat_set *t, const tern_stat_acc *a)
+{
+    add(&t->bytes[a->op], a->bytes);
+    add(&t->lat_sum_ns[a->op], a->sum_ns);
+    for (int k = 0; k < TERN_STATS_BUCKETS; k++)
+        if (a->lat[k])
+            add(&t->lat[a->op][k], a->lat[k]);
+}
+
+void tern_stats_flush(tern_stats_obj *s, tern_stat_acc *a)
+{
+    if (!a->n)
+        return;
+    if (counting(s)) {
+        flush_one(a->peer ? a->peer : &s->nopeer, a);
+        flush_one(xset(s, a->xport), a);
     }
-    tern_stat_set *x = xset(s, xport);
-    if (x)
-        end_one(x, op, code, k, ns);
+    memset(a, 0, sizeof *a);
+}
+
+void tern_stats_acc_add(tern_stats_obj *s, tern_stat_acc *a, tern_stat_set *peer, int xport,
+                        int op, uint64_t ns, uint64_t bytes)
+{
+    if (!counting(s))
+        return;
+    op &= 1;
+    if (a->n && (a->peer != peer || a->xport != xport || a->op != op))
+        tern_stats_flush(s, a);
+    a->peer = peer;
+    a->xport = xport;
+    a->op = op;
+    a->n++;
+    a->bytes += bytes;
+    a->sum_ns += ns;
+    a->lat[bucket(ns)]++;
 }
 
 static void event_one(tern_stat_set *t, tern_stat_event ev)
@@ -173,65 +213,89 @@ static void event_one(tern_stat_set *t, tern_stat_event ev)
 
 void tern_stats_event(tern_stats_obj *s, tern_stat_set *peer, int xport, tern_stat_event ev)
 {
-    if (!s || !s->on)
+    if (!counting(s))
         return;
-    event_one(&s->all, ev);
-    if (peer)
-        event_one(peer, ev);
-    tern_stat_set *x = xset(s, xport);
-    if (x)
-        event_one(x, ev);
+    event_one(peer ? peer : &s->nopeer, ev);
+    event_one(xset(s, xport), ev);
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
 
 static uint64_t ld(_Atomic uint64_t *c) { return atomic_load_explicit(c, RELAXED); }
 
-static void snapshot(tern_stat_set *t, tern_stats *o, int kind, const char *name)
+/* Adds set t into o (o->size, kind and name are the caller's). */
+static void sum_into(tern_stat_set *t, tern_stats *o)
+{
+    for (int op = 0; op < 2; op++) {
+        o->bytes[op] += ld(&t->bytes[op]);
+        o->failures[op] += ld(&t->failures[op]);
+        o->latency_sum_ns[op] += ld(&t->lat_sum_ns[op]);
+        for (int k = 0; k < TERN_STATS_BUCKETS; k++) {
+            uint64_t n = ld(&t->lat[op][k]);
+            o->latency[op][k] += n;
+            o->latency_count[op] += n; /* consistent with the buckets */
+            o->ops[op] += n;
+        }
+    }
+    for (int i = 0; i < TERN_STATS_ERRORS; i++)
+        o->errors[i] += ld(&t->errors[i]);
+    o->retries += ld(&t->retries);
+    o->refetches += ld(&t->refetches);
+    o->fallbacks += ld(&t->fallbacks);
+    o->heals += ld(&t->heals);
+}
+
+/* A peer's requests in flight: started and not ended.  The counters are
+ * read one by one while requests run: never below 0. */
+static int64_t in_flight(tern_stat_set *t)
+{
+    uint64_t ended = ld(&t->failures[0]) + ld(&t->failures[1]) - ld(&t->unstarted);
+    for (int op = 0; op < 2; op++)
+        for (int k = 0; k < TERN_STATS_BUCKETS; k++)
+            ended += ld(&t->lat[op][k]);
+    int64_t n = (int64_t)(ld(&t->started) - ended);
+    return n > 0 ? n : 0;
+}
+
+static void start(tern_stats *o, int kind, const char *name)
 {
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
     o->kind = (uint32_t)kind;
     o->name = name;
-    for (int op = 0; op < 2; op++) {
-        o->ops[op] = ld(&t->ops[op]);
-        o->bytes[op] = ld(&t->bytes[op]);
-        o->failures[op] = ld(&t->failures[op]);
-        o->latency_sum_ns[op] = ld(&t->lat_sum_ns[op]);
-        for (int k = 0; k < TERN_STATS_BUCKETS; k++) {
-            o->latency[op][k] = ld(&t->lat[op][k]);
-            o->latency_count[op] += o->latency[op][k]; /* consistent with the buckets */
-        }
-    }
-    for (int i = 0; i < TERN_STATS_ERRORS; i++)
-        o->errors[i] = ld(&t->errors[i]);
-    o->retries = ld(&t->retries);
-    o->refetches = ld(&t->refetches);
-    o->fallbacks = ld(&t->fallbacks);
-    o->heals = ld(&t->heals);
-    o->in_flight = atomic_load_explicit(&t->in_flight, RELAXED);
+}
+
+/* The peer table only grows and its entries never move: entry i, read
+ * under the lock, stays valid without it. */
+static peer_set *peer_at(tern_stats_obj *s, size_t i)
+{
+    pthread_mutex_lock(&s->lock);
+    peer_set *p = i < s->npeers ? s->peers[i] : NULL;
+    pthread_mutex_unlock(&s->lock);
+    return p;
 }
 
 int tern_stats_each(tern_stats_obj *s, const char *engine_name, tern_stats_fn fn, void *arg)
 {
     tern_stats o;
-    snapshot(&s->all, &o, TERN_STATS_ENGINE, engine_name);
+    start(&o, TERN_STATS_ENGINE, engine_name);
+    for (int i = 0; i <= TERN_DESC_MAX_TRANSPORTS; i++)
+        sum_into(&s->xp[i], &o);
+    o.in_flight = in_flight(&s->nopeer);
+    peer_set *p;
+    for (size_t i = 0; (p = peer_at(s, i)); i++)
+        o.in_flight += in_flight(&p->st);
     int rc = fn(&o, arg);
     for (int i = 0; !rc && i < TERN_DESC_MAX_TRANSPORTS; i++)
         if (s->xname[i][0]) {
-            snapshot(&s->xp[i], &o, TERN_STATS_TRANSPORT, s->xname[i]);
-            rc = fn(&o, arg);
+            start(&o, TERN_STATS_TRANSPORT, s->xname[i]);
+            sum_into(&s->xp[i], &o);
+            rc = fn(&o, arg); /* in_flight 0: a request has no transport until it ends */
         }
-    /* The table only grows and its entries never move: walk a copy of its
-     * length so the callback runs without the lock (it may open segments). */
-    pthread_mutex_lock(&s->lock);
-    size_t n = s->npeers;
-    pthread_mutex_unlock(&s->lock);
-    for (size_t i = 0; !rc && i < n; i++) {
-        pthread_mutex_lock(&s->lock);
-        peer_set *p = s->peers[i];
-        pthread_mutex_unlock(&s->lock);
-        snapshot(&p->st, &o, TERN_STATS_PEER, p->name);
+    for (size_t i = 0; !rc && (p = peer_at(s, i)); i++) {
+        start(&o, TERN_STATS_PEER, p->name);
+        sum_into(&p->st, &o);
+        o.in_flight = in_flight(&p->st);
         rc = fn(&o, arg);
     }
     return rc;

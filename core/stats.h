@@ -16,11 +16,19 @@
 
 #include "tern/tern.h"
 
+/* One set of counters, each written with one relaxed atomic add.  What
+ * can be derived when the sets are read is not counted: requests
+ * COMPLETED are the sum of the latency buckets, in flight is started
+ * minus ended, the engine's set is the sum of the transports' (with a
+ * slot for requests that never reached a transport).  A request costs
+ * one add when it starts (its peer's) and six when it ends (bytes,
+ * latency bucket and sum, on its peer and its transport). */
 typedef struct tern_stat_set {
-    _Atomic uint64_t ops[2], bytes[2], failures[2];
+    _Atomic uint64_t bytes[2], failures[2];
+    _Atomic uint64_t started;   /* went PENDING (peer sets) */
+    _Atomic uint64_t unstarted; /* failures that never started (INVALID) */
     _Atomic uint64_t errors[TERN_STATS_ERRORS];
     _Atomic uint64_t retries, refetches, fallbacks, heals;
-    _Atomic int64_t in_flight;
     _Atomic uint64_t lat_sum_ns[2];
     _Atomic uint64_t lat[2][TERN_STATS_BUCKETS];
 } tern_stat_set;
@@ -40,18 +48,41 @@ void tern_stats_free(tern_stats_obj *s);
 /* Name transport slot i (the engine's preference order). */
 void tern_stats_set_transport(tern_stats_obj *s, int i, const char *name);
 /* The set of peer `name`, made on first use; NULL when counting is off or
- * on no memory (the peer is then counted in the engine's set only). */
+ * on no memory (the peer is then counted in a set of no name, part of the
+ * engine's totals only). */
 tern_stat_set *tern_stats_peer(tern_stats_obj *s, const char *name);
 
-/* The data path's events.  peer may be NULL, xport < 0 (not routed yet). */
+/* Counting on or off from now (bench/bench_stats.c compares both on one
+ * engine pair; the configuration's `stats` sets it at creation). */
+void tern_stats_enable(tern_stats_obj *s, int on);
+/* tern_now_ns() when counting, else 0 (no clock read for nothing). */
+uint64_t tern_stats_now(const tern_stats_obj *s);
+/* The data path's events.  peer may be NULL, xport < 0 (not routed). */
 void tern_stats_start(tern_stats_obj *s, tern_stat_set *peer);
-void tern_stats_bytes(tern_stats_obj *s, tern_stat_set *peer, int xport, int op,
-                      uint64_t n);
 /* A request ended: started says tern_stats_start counted it; code 0 is
- * COMPLETED (latency recorded), else the failure's code. */
+ * COMPLETED (latency ns recorded), else the failure's code; bytes: what
+ * it moved. */
 void tern_stats_end(tern_stats_obj *s, tern_stat_set *peer, int xport, int op, int started,
-                    int code, uint64_t ns);
+                    int code, uint64_t ns, uint64_t bytes);
 void tern_stats_event(tern_stats_obj *s, tern_stat_set *peer, int xport, tern_stat_event ev);
+
+/* A batch's COMPLETED requests added up under its lock (plain integers)
+ * and added to the shared counters at once: when the batch has no request
+ * left running, or when the next one goes to another peer, transport or
+ * direction.  A batch of 16 requests to one peer then costs a handful of
+ * atomic adds instead of 16 times six.  Counts show once their batch
+ * ended. */
+typedef struct tern_stat_acc {
+    tern_stat_set *peer;
+    int xport, op;
+    uint64_t n, bytes, sum_ns;
+    uint32_t lat[TERN_STATS_BUCKETS];
+} tern_stat_acc;
+void tern_stats_acc_add(tern_stats_obj *s, tern_stat_acc *a, tern_stat_set *peer, int xport,
+                        int op, uint64_t ns, uint64_t bytes);
+void tern_stats_flush(tern_stats_obj *s, tern_stat_acc *a);
+/* n requests of one submit started (one add for them all). */
+void tern_stats_started(tern_stats_obj *s, tern_stat_set *peer, uint64_t n);
 
 /* Calls fn for the engine, each transport, then each peer, with a
  * snapshot; stops at fn's first non-zero return and returns it. */

@@ -47,8 +47,9 @@ TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
 /* ---- submit ------------------------------------------------------------------------ */
 
 /* Validate and cut request idx; its slices go to l (or one uncut slice
- * when the descriptor must be refetched first). */
-static void req_start(tern_batch *b, size_t idx, tern_cut_list *l)
+ * when the descriptor must be refetched first).  t0: the submit's time
+ * for the latency statistics (one clock read per call, not per request). */
+static void req_start(tern_batch *b, size_t idx, tern_cut_list *l, uint64_t t0)
 {
     tern_req *q = &b->reqs[idx];
     tern_segment *seg = NULL;
@@ -71,8 +72,8 @@ static void req_start(tern_batch *b, size_t idx, tern_cut_list *l)
         tern_req_fail_locked(b, idx, TERN_INVALID, n, "%s",
                              rc < 0 ? msg : "registered memory changed during the cut");
     } else {
-        q->start_ns = tern_now_ns();
-        tern_stats_start(b->e->stats, q->st);
+        q->started = 1;
+        q->start_ns = t0;
         q->status = TERN_PENDING;
         q->nslices = rc == TERN_CUT_REFETCH ? 0 : n;
         q->live = n;
@@ -106,10 +107,25 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
     }
     b->pending_note = -1; /* one submit carries a note (batch_ctl.c) */
     b->n += n;
+    b->open += n;
     pthread_mutex_unlock(&b->lock);
     tern_cut_list l = {0};
-    for (size_t i = 0; i < n; i++)
-        req_start(b, base + i, &l);
+    uint64_t t0 = tern_stats_now(b->e->stats);
+    tern_stat_set *st = NULL;
+    uint64_t started = 0; /* a run of requests to one peer: one add */
+    for (size_t i = 0; i < n; i++) {
+        req_start(b, base + i, &l, t0);
+        tern_req *q = &b->reqs[base + i]; /* st, started: set by req_start, fixed after */
+        if (!q->started)
+            continue;
+        if (started && q->st != st) {
+            tern_stats_started(b->e->stats, st, started);
+            started = 0;
+        }
+        st = q->st;
+        started++;
+    }
+    tern_stats_started(b->e->stats, st, started);
     tern_dispatch(b->e, l.v, l.n, 0);
     free(l.v);
     return (int)n;

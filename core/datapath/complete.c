@@ -20,8 +20,6 @@ static void done_ok(tern_cslice *cs)
     tern_segment_ok(cs->seg);
     tern_xport_device_ok(cs->x, cs->local_dev);
     tern_req *q = &b->reqs[cs->idx];
-    /* st and the opcode are fixed at submit: counted without the lock */
-    tern_stats_bytes(b->e->stats, q->st, cs->x->index, (int)q->r.opcode, cs->s.length);
     pthread_mutex_lock(&b->lock);
     if (tern_req_active_locked(q)) {
         q->transferred += cs->s.length;

@@ -38,7 +38,14 @@ void tern_req_publish_locked(tern_batch *b, size_t idx)
     tern_req *q = &b->reqs[idx];
     int code = q->status == TERN_COMPLETED ? 0 : q->error ? q->error : TERN_ERR_INVAL;
     uint64_t ns = q->start_ns ? tern_now_ns() - q->start_ns : 0;
-    tern_stats_end(b->e->stats, q->st, q->xport, (int)q->r.opcode, q->start_ns != 0, code, ns);
+    if (code == 0) /* the hot path: added up in the batch, see tern_stat_acc */
+        tern_stats_acc_add(b->e->stats, &b->acc, q->st, q->xport, (int)q->r.opcode, ns,
+                           q->transferred);
+    else
+        tern_stats_end(b->e->stats, q->st, q->xport, (int)q->r.opcode, q->started, code, ns,
+                       q->transferred);
+    if (b->open && --b->open == 0)
+        tern_stats_flush(b->e->stats, &b->acc);
     tern_batch_note_req_locked(b, idx);
     tern_batch_signal_locked(b);
 }

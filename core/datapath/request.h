@@ -26,7 +26,8 @@ typedef struct tern_req {
     int note;              /* index into the batch's notes, -1: none */
     /* statistics (stats.h): fixed at submit, before any slice exists */
     tern_stat_set *st;     /* the peer's counters, NULL: the engine's only */
-    uint64_t start_ns;     /* when it went PENDING; 0: never did */
+    uint64_t start_ns;     /* when it went PENDING (tern_stats_now: 0 when not counting) */
+    int started;           /* went PENDING */
     int xport;             /* transport of the last slice that ended, -1: none */
 } tern_req;
 
@@ -57,6 +58,8 @@ struct tern_batch {
     size_t nnotes;
     int notes_busy;        /* notes waiting or being sent */
     int pending_note;      /* note the next submit's requests ride on, -1: none */
+    size_t open;           /* requests submitted, final status not published */
+    tern_stat_acc acc;     /* COMPLETED requests not added to the statistics yet */
 };
 
 /* A request reached its final status, the last slice came back or a

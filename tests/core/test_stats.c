@@ -208,9 +208,8 @@ Test(stats, exposition_text)
     cr_assert_not_null(p);
     cr_assert_eq(tern_stats_peer(s, "we\"ird\\name\nx"), p, "one set per name");
     tern_stats_start(s, p);
-    tern_stats_bytes(s, p, 0, TERN_READ, 100);
-    tern_stats_end(s, p, 0, TERN_READ, 1, 0, 1500);              /* 1.5 us: bucket le 2 us */
-    tern_stats_end(s, p, 0, TERN_WRITE, 0, TERN_ERR_TIMEOUT, 0); /* never started */
+    tern_stats_end(s, p, 0, TERN_READ, 1, 0, 1500, 100);            /* 1.5 us: le 2 us */
+    tern_stats_end(s, p, 0, TERN_WRITE, 0, TERN_ERR_TIMEOUT, 0, 0); /* never started */
     size_t len = 0;
     char *t = tern_metrics_render(s, "eng", &len);
     cr_assert_not_null(t);
