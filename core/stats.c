@@ -115,13 +115,6 @@ uint64_t tern_stats_now(const tern_stats_obj *s)
     return counting(s) ? tern_now_ns() : 0;
 }
 
-void tern_stats_start(tern_stats_obj *s, tern_stat_set *peer)
-{
-    if (!counting(s))
-        return;
-    add(&(peer ? peer : &s->nopeer)->started, 1);
-}
-
 /* Bucket k holds latencies up to 2^k microseconds. */
 static int bucket(uint64_t ns)
 {

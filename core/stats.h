@@ -3,9 +3,10 @@
  * tern_engine_stats (include/tern/tern.h) and the Prometheus endpoint
  * (metrics.c).
  *
- * Counting takes no lock: every counter is an atomic updated relaxed from
- * whichever thread sees the event (application, transport or worker
- * thread).  Only the peer table has a lock, taken when a segment is opened
+ * Counting takes no lock of its own: every counter is an atomic updated
+ * relaxed from whichever thread sees the event (application, transport or
+ * worker thread); a batch's COMPLETED requests are added up under the
+ * batch lock the completion holds anyway, then flushed.  Only the peer table has a lock, taken when a segment is opened
  * and when the sets are read.  A peer's set lives until the engine goes,
  * so a set pointer kept by a request or a segment never dangles. */
 #ifndef TERN_CORE_STATS_H
@@ -20,9 +21,9 @@
  * can be derived when the sets are read is not counted: requests
  * COMPLETED are the sum of the latency buckets, in flight is started
  * minus ended, the engine's set is the sum of the transports' (with a
- * slot for requests that never reached a transport).  A request costs
- * one add when it starts (its peer's) and six when it ends (bytes,
- * latency bucket and sum, on its peer and its transport). */
+ * slot for requests that never reached a transport).  A submit costs one
+ * add per run of requests to one peer (started); a failed request six or
+ * so; COMPLETED ones are added up in their batch first (tern_stat_acc). */
 typedef struct tern_stat_set {
     _Atomic uint64_t bytes[2], failures[2];
     _Atomic uint64_t started;   /* went PENDING (peer sets) */
@@ -58,8 +59,7 @@ void tern_stats_enable(tern_stats_obj *s, int on);
 /* tern_now_ns() when counting, else 0 (no clock read for nothing). */
 uint64_t tern_stats_now(const tern_stats_obj *s);
 /* The data path's events.  peer may be NULL, xport < 0 (not routed). */
-void tern_stats_start(tern_stats_obj *s, tern_stat_set *peer);
-/* A request ended: started says tern_stats_start counted it; code 0 is
+/* A request ended: started says tern_stats_started counted it; code 0 is
  * COMPLETED (latency ns recorded), else the failure's code; bytes: what
  * it moved. */
 void tern_stats_end(tern_stats_obj *s, tern_stat_set *peer, int xport, int op, int started,

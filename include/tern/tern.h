@@ -328,12 +328,12 @@ typedef enum tern_stats_kind {
  * sizeof(tern_stats); fields are only ever appended, so a caller built
  * against an older header reads the fields it knows, and one built
  * against a newer header checks `size` before reading newer ones.
- * Index [op] is a tern_opcode.  A request counts once, when it ends:
- * COMPLETED in ops and the latency histogram (submit to completion),
- * anything else (FAILED, TIMEOUT, CANCELED, INVALID) in failures and
- * errors.  Bytes count as slices complete, failed requests' included.  A
- * transport's set counts the slices it moved and the requests whose last
- * slice it moved. */
+ * Index [op] is a tern_opcode.  A request counts once, when it ends, in
+ * its peer's set and the set of the transport that moved its last slice:
+ * COMPLETED in ops, bytes and the latency histogram (submit to
+ * completion), anything else (FAILED, TIMEOUT, CANCELED, INVALID) in
+ * failures and errors (and bytes, what it moved).  COMPLETED requests
+ * show once no request of their batch is running (docs/metrics.md). */
 typedef struct tern_stats {
     uint32_t size;
     uint32_t kind;            /* tern_stats_kind */

@@ -147,6 +147,32 @@ Test(stats, counts_per_engine_transport_and_peer, .fini = unpair)
     cr_expect_eq(t.npeer, 0);
 }
 
+/* One batch alternating READ and WRITE: every completed request changes
+ * the batch's accumulator key; the counts are in once tern_batch_wait
+ * returned, before the batch is freed. */
+Test(stats, mixed_batch_counted_by_wait, .fini = unpair)
+{
+    pair(yaml_on);
+    tern_batch *b = tern_batch_alloc(A, 6);
+    for (int i = 0; i < 6; i++) {
+        tern_request r = {.opcode = i & 1 ? TERN_READ : TERN_WRITE, .local = la + i * 8192,
+                          .segment = seg, .remote = (uintptr_t)rb + i * 8192,
+                          .length = 4096};
+        cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
+    }
+    cr_assert_eq(tern_batch_wait(b, 30000), 0, "%s", tern_engine_last_error(A));
+    seen v = stats_of(A);
+    cr_expect_eq(v.peer.ops[TERN_READ], 3);
+    cr_expect_eq(v.peer.ops[TERN_WRITE], 3);
+    cr_expect_eq(v.xport.bytes[TERN_READ], 3 * 4096);
+    cr_expect_eq(v.engine.bytes[TERN_WRITE], 3 * 4096);
+    cr_expect_eq(v.engine.in_flight, 0);
+    cr_assert_eq(tern_batch_reset(b), 0);
+    cr_assert_eq(tern_batch_free(b), 0);
+    v = stats_of(A);
+    cr_expect_eq(v.peer.ops[TERN_READ] + v.peer.ops[TERN_WRITE], 6, "nothing counted twice");
+}
+
 Test(stats, failures_by_error, .fini = unpair)
 {
     pair(yaml_on);
@@ -207,7 +233,7 @@ Test(stats, exposition_text)
     tern_stat_set *p = tern_stats_peer(s, "we\"ird\\name\nx");
     cr_assert_not_null(p);
     cr_assert_eq(tern_stats_peer(s, "we\"ird\\name\nx"), p, "one set per name");
-    tern_stats_start(s, p);
+    tern_stats_started(s, p, 1);
     tern_stats_end(s, p, 0, TERN_READ, 1, 0, 1500, 100);            /* 1.5 us: le 2 us */
     tern_stats_end(s, p, 0, TERN_WRITE, 0, TERN_ERR_TIMEOUT, 0, 0); /* never started */
     size_t len = 0;
