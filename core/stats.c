@@ -177,21 +177,50 @@ void tern_stats_flush(tern_stats_obj *s, tern_stat_acc *a)
     memset(a, 0, sizeof *a);
 }
 
-void tern_stats_acc_add(tern_stats_obj *s, tern_stat_acc *a, tern_stat_set *peer, int xport,
-                        int op, uint64_t ns, uint64_t bytes)
+/* n requests of one key that took ns each and moved bytes in all. */
+static void acc_add_n(tern_stats_obj *s, tern_stat_acc *a, tern_stat_set *peer, int xport,
+                      int op, uint64_t ns, uint64_t n, uint64_t bytes)
 {
-    if (!counting(s))
-        return;
     op &= 1;
     if (a->n && (a->peer != peer || a->xport != xport || a->op != op))
         tern_stats_flush(s, a);
     a->peer = peer;
     a->xport = xport;
     a->op = op;
-    a->n++;
+    a->n += n;
     a->bytes += bytes;
-    a->sum_ns += ns;
-    a->lat[bucket(ns)]++;
+    a->sum_ns += ns * n;
+    a->lat[bucket(ns)] += (uint32_t)n;
+}
+
+void tern_stats_acc_add(tern_stats_obj *s, tern_stat_acc *a, tern_stat_set *peer, int xport,
+                        int op, uint64_t ns, uint64_t bytes)
+{
+    if (counting(s))
+        acc_add_n(s, a, peer, xport, op, ns, 1, bytes);
+}
+
+void tern_stats_resolve(tern_stats_obj *s, tern_stat_acc *pend, tern_stat_acc *a, uint64_t t0)
+{
+    if (!pend->n)
+        return;
+    if (counting(s))
+        acc_add_n(s, a, pend->peer, pend->xport, pend->op, tern_now_ns() - t0, pend->n,
+                  pend->bytes);
+    memset(pend, 0, sizeof *pend);
+}
+
+void tern_stats_defer(tern_stats_obj *s, tern_stat_acc *pend, tern_stat_acc *a,
+                      tern_stat_set *peer, int xport, int op, uint64_t bytes, uint64_t t0)
+{
+    op &= 1;
+    if (pend->n && (pend->peer != peer || pend->xport != xport || pend->op != op))
+        tern_stats_resolve(s, pend, a, t0);
+    pend->peer = peer;
+    pend->xport = xport;
+    pend->op = op;
+    pend->n++;
+    pend->bytes += bytes;
 }
 
 static void event_one(tern_stat_set *t, tern_stat_event ev)

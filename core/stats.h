@@ -81,6 +81,15 @@ typedef struct tern_stat_acc {
 void tern_stats_acc_add(tern_stats_obj *s, tern_stat_acc *a, tern_stat_set *peer, int xport,
                         int op, uint64_t ns, uint64_t bytes);
 void tern_stats_flush(tern_stats_obj *s, tern_stat_acc *a);
+/* A request COMPLETED inside its own submit call, on the submitting thread
+ * (the memcpy transport; tcp's lone small request): added to pend without
+ * reading the clock.  tern_stats_resolve, when the submit returns (or when
+ * the next one goes to another peer, transport or direction), reads it
+ * once and moves pend into a with the submit's duration since t0 as the
+ * latency of each: one clock read per submit instead of per request. */
+void tern_stats_defer(tern_stats_obj *s, tern_stat_acc *pend, tern_stat_acc *a,
+                      tern_stat_set *peer, int xport, int op, uint64_t bytes, uint64_t t0);
+void tern_stats_resolve(tern_stats_obj *s, tern_stat_acc *pend, tern_stat_acc *a, uint64_t t0);
 /* n requests of one submit started (one add for them all). */
 void tern_stats_started(tern_stats_obj *s, tern_stat_set *peer, uint64_t n);
 

@@ -83,12 +83,25 @@ static void req_start(tern_batch *b, size_t idx, tern_cut_list *l, uint64_t t0)
     pthread_mutex_unlock(&b->lock);
 }
 
+/* The requests that completed inside the submit get its duration as
+ * their latency (tern_stats_defer); a batch that has ended is flushed. */
+static void submit_done(tern_batch *b, uint64_t t0)
+{
+    pthread_mutex_lock(&b->lock);
+    b->submitting = 0;
+    tern_stats_resolve(b->e->stats, &b->pend, &b->acc, t0);
+    if (b->open == 0)
+        tern_stats_flush(b->e->stats, &b->acc);
+    pthread_mutex_unlock(&b->lock);
+}
+
 TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_t n)
 {
     if (!b)
         return TERN_ERR_INVAL;
     if (!reqs && n)
         return tern_engine_fail(b->e, TERN_ERR_INVAL, "batch_submit: reqs is NULL");
+    uint64_t t0 = tern_stats_now(b->e->stats);
     pthread_mutex_lock(&b->lock);
     if (n > b->cap - b->n) {
         size_t have = b->n;
@@ -108,9 +121,11 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
     b->pending_note = -1; /* one submit carries a note (batch_ctl.c) */
     b->n += n;
     b->open += n;
+    b->submitting = 1;
+    b->submitter = pthread_self();
+    b->submit_t0 = t0;
     pthread_mutex_unlock(&b->lock);
     tern_cut_list l = {0};
-    uint64_t t0 = tern_stats_now(b->e->stats);
     tern_stat_set *st = NULL;
     uint64_t started = 0; /* a run of requests to one peer: one add */
     for (size_t i = 0; i < n; i++) {
@@ -128,6 +143,7 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
     tern_stats_started(b->e->stats, st, started);
     tern_dispatch(b->e, l.v, l.n, 0);
     free(l.v);
+    submit_done(b, t0);
     return (int)n;
 }
 

@@ -37,15 +37,19 @@ void tern_req_publish_locked(tern_batch *b, size_t idx)
 {
     tern_req *q = &b->reqs[idx];
     int code = q->status == TERN_COMPLETED ? 0 : q->error ? q->error : TERN_ERR_INVAL;
-    uint64_t ns = q->start_ns ? tern_now_ns() - q->start_ns : 0;
-    if (code == 0) /* the hot path: added up in the batch, see tern_stat_acc */
-        tern_stats_acc_add(b->e->stats, &b->acc, q->st, q->xport, (int)q->r.opcode, ns,
-                           q->transferred);
+    tern_stats_obj *s = b->e->stats;
+    if (code == 0 && q->start_ns && b->submitting && q->start_ns == b->submit_t0 &&
+        pthread_equal(b->submitter, pthread_self())) /* inside its own submit call */
+        tern_stats_defer(s, &b->pend, &b->acc, q->st, q->xport, (int)q->r.opcode,
+                         q->transferred, b->submit_t0);
+    else if (code == 0) /* the hot path: added up in the batch, see tern_stat_acc */
+        tern_stats_acc_add(s, &b->acc, q->st, q->xport, (int)q->r.opcode,
+                           q->start_ns ? tern_now_ns() - q->start_ns : 0, q->transferred);
     else
-        tern_stats_end(b->e->stats, q->st, q->xport, (int)q->r.opcode, q->started, code, ns,
-                       q->transferred);
-    if (b->open && --b->open == 0)
-        tern_stats_flush(b->e->stats, &b->acc);
+        tern_stats_end(s, q->st, q->xport, (int)q->r.opcode, q->started, code,
+                       q->start_ns ? tern_now_ns() - q->start_ns : 0, q->transferred);
+    if (b->open && --b->open == 0 && !b->pend.n) /* else when the submit returns */
+        tern_stats_flush(s, &b->acc);
     tern_batch_note_req_locked(b, idx);
     tern_batch_signal_locked(b);
 }

@@ -60,6 +60,12 @@ struct tern_batch {
     int pending_note;      /* note the next submit's requests ride on, -1: none */
     size_t open;           /* requests submitted, final status not published */
     tern_stat_acc acc;     /* COMPLETED requests not added to the statistics yet */
+    /* a submit call in progress (tern_stats_defer): its thread, its start
+     * time, the requests that completed inside it */
+    int submitting;
+    pthread_t submitter;
+    uint64_t submit_t0;
+    tern_stat_acc pend;
 };
 
 /* A request reached its final status, the last slice came back or a
