@@ -84,11 +84,14 @@ static void req_start(tern_batch *b, size_t idx, tern_cut_list *l, uint64_t t0)
 }
 
 /* The requests that completed inside the submit get its duration as
- * their latency (tern_stats_defer); a batch that has ended is flushed. */
+ * their latency (tern_stats_defer); a batch that has ended is flushed.
+ * No lock unless some did (pend: see request.h). */
 static void submit_done(tern_batch *b, uint64_t t0)
 {
+    atomic_store_explicit(&b->submitting, 0, memory_order_relaxed);
+    if (!b->pend.n)
+        return;
     pthread_mutex_lock(&b->lock);
-    b->submitting = 0;
     tern_stats_resolve(b->e->stats, &b->pend, &b->acc, t0);
     if (b->open == 0)
         tern_stats_flush(b->e->stats, &b->acc);
@@ -121,9 +124,9 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
     b->pending_note = -1; /* one submit carries a note (batch_ctl.c) */
     b->n += n;
     b->open += n;
-    b->submitting = 1;
     b->submitter = pthread_self();
     b->submit_t0 = t0;
+    atomic_store_explicit(&b->submitting, t0 != 0, memory_order_relaxed); /* 0: not counting */
     pthread_mutex_unlock(&b->lock);
     tern_cut_list l = {0};
     tern_stat_set *st = NULL;

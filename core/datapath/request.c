@@ -38,7 +38,8 @@ void tern_req_publish_locked(tern_batch *b, size_t idx)
     tern_req *q = &b->reqs[idx];
     int code = q->status == TERN_COMPLETED ? 0 : q->error ? q->error : TERN_ERR_INVAL;
     tern_stats_obj *s = b->e->stats;
-    if (code == 0 && q->start_ns && b->submitting && q->start_ns == b->submit_t0 &&
+    if (code == 0 && q->start_ns && atomic_load_explicit(&b->submitting, memory_order_relaxed) &&
+        q->start_ns == b->submit_t0 &&
         pthread_equal(b->submitter, pthread_self())) /* inside its own submit call */
         tern_stats_defer(s, &b->pend, &b->acc, q->st, q->xport, (int)q->r.opcode,
                          q->transferred, b->submit_t0);

@@ -61,8 +61,10 @@ struct tern_batch {
     size_t open;           /* requests submitted, final status not published */
     tern_stat_acc acc;     /* COMPLETED requests not added to the statistics yet */
     /* a submit call in progress (tern_stats_defer): its thread, its start
-     * time, the requests that completed inside it */
-    int submitting;
+     * time, the requests that completed inside it.  pend is written by the
+     * submitting thread only (under the lock), so that thread may read it
+     * without the lock. */
+    _Atomic int submitting;
     pthread_t submitter;
     uint64_t submit_t0;
     tern_stat_acc pend;
