@@ -347,7 +347,7 @@ typedef struct tern_stats {
     uint64_t refetches;       /* peer descriptors fetched again to heal */
     uint64_t fallbacks;       /* peers moved to their next common transport */
     uint64_t heals;           /* refetches that found a newer generation */
-    int64_t in_flight;        /* requests submitted and not ended */
+    int64_t in_flight;        /* requests submitted and not ended (0 for a transport) */
     uint64_t latency_sum_ns[2];
     uint64_t latency_count[2];
     uint64_t latency[2][TERN_STATS_BUCKETS]; /* per bucket, not cumulative */
