@@ -62,6 +62,8 @@ typedef struct tern_config {
     char *auth_secret_file;       /* NULL: no authentication */
     int handshake_confirm;        /* 1: a Connection must be confirmed by its sender
                                      (docs/protocol.md, Connection confirmation) */
+    int stats;                    /* 1: count statistics (docs/metrics.md) */
+    char *metrics_listen;         /* host:port of the Prometheus endpoint; NULL: none */
     size_t nplugin_path_env;      /* plugin_path[0..n) came from $TERN_PLUGIN_PATH
                                      (already merged: the loader needs not read it) */
     unsigned env_overrides;       /* TERN_CFG_ENV_* bits: what the environment decided */

@@ -6,10 +6,12 @@
  * Creation order: config -> transports (plugins) -> a topology, endpoint
  * store and address blob per loaded transport -> metadata backend ->
  * handshake daemon (its real port rewrites server_name when it was 0) ->
- * data path workers -> the first published descriptor.  Any failure tears
+ * data path workers -> the first published descriptor -> the metrics
+ * endpoint (when configured).  Any failure tears
  * down what was built, in reverse, and returns NULL with the reason. */
 #include "engine.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "engine_error.h"
 #include "engine_handler.h"
 #include "log.h"
+#include "metrics.h"
 #include "notify.h"
 #include "util.h"
 
@@ -79,6 +82,7 @@ static int engine_load_transports(tern_engine *e, char *err, size_t errlen)
                              TERN_DESC_MAX_TRANSPORTS);
         tern_xport *x = &e->xports[e->nxports];
         x->log = &e->log;
+        tern_stats_set_transport(e->stats, (int)e->nxports, p->name);
         rc = tern_xport_init(x, e, (int)e->nxports, e->cfg, p, err, errlen);
         e->nxports++;
         if (rc)
@@ -125,9 +129,26 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
     return 0;
 }
 
+/* metrics_listen: the Prometheus endpoint over the engine's counters. */
+static int engine_start_metrics(tern_engine *e, char *err, size_t errlen)
+{
+    if (!e->cfg->metrics_listen)
+        return 0;
+    int rc = tern_metrics_start(e->cfg->metrics_listen, e->stats, e->server_name, &e->metrics,
+                                err, errlen);
+    if (!rc)
+        tern_log(&e->log, TERN_LOG_INFO, "metrics at http://%s/metrics",
+                 tern_metrics_address(e->metrics));
+    return rc;
+}
+
 static int engine_build(tern_engine *e, char *err, size_t errlen)
 {
     tern_strlcpy(e->server_name, e->cfg->server_name, sizeof e->server_name);
+    e->stats = tern_stats_create(e->cfg->stats);
+    if (!e->stats)
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory for the statistics");
+    e->segs.stats = e->stats;
     /* The shared secret first: a bad auth_secret_file stops the engine. */
     int rc = e->cfg->auth_secret_file
                  ? tern_auth_load(e->cfg->auth_secret_file, &e->auth, err, errlen) : 0;
@@ -148,6 +169,8 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
     }
     if (!rc)
         rc = tern_memory_publish(&e->mem, err, errlen);
+    if (!rc)
+        rc = engine_start_metrics(e, err, errlen);
     return rc;
 }
 
@@ -260,6 +283,8 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
         return;
     tern_gate_close(&e->gate); /* nobody is blocked in the engine from here on */
     atomic_store(&e->stopping, 1);
+    tern_metrics_stop(e->metrics); /* no scrape reads the counters after this */
+    e->metrics = NULL;
     if (e->hs)
         tern_hs_server_stop(e->hs); /* no handler runs after this */
     tern_dp_stop(e);                /* no worker, no poller */
@@ -279,7 +304,24 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_engine_error_fini(e);
     tern_logger_fini(&e->log);
     tern_gate_fini(&e->gate);
+    tern_stats_free(e->stats);
     free(e);
+}
+
+/* ---- statistics: stats.c counts, the engine names the sets ---------------- */
+
+TERN_EXPORT int tern_engine_stats(tern_engine *e, tern_stats_fn fn, void *arg)
+{
+    if (!e || !fn)
+        return TERN_ERR_INVAL;
+    return tern_stats_each(e->stats, e->server_name, fn, arg);
+}
+
+TERN_EXPORT double tern_stats_bucket_le(int k)
+{
+    if (k < 0 || k >= TERN_STATS_BUCKETS - 1)
+        return INFINITY;
+    return (double)(1ull << k) * 1e-6;
 }
 
 /* ---- memory and segments: forwarded to their objects ------------------------- */

@@ -30,6 +30,8 @@
 struct tern_notes;   /* notify.c */
 struct tern_dp;      /* datapath/dispatch.c */
 struct tern_errbuf;  /* engine_error.c */
+struct tern_stats_obj; /* stats.c */
+struct tern_metrics; /* metrics.c */
 
 struct tern_engine {
     tern_config *cfg;
@@ -47,6 +49,8 @@ struct tern_engine {
     tern_segments segs;           /* peers */
     struct tern_notes *notes;     /* notifications received */
     struct tern_dp *dp;           /* the data path's workers */
+    struct tern_stats_obj *stats; /* counters (stats.c) */
+    struct tern_metrics *metrics; /* the Prometheus endpoint, NULL when off */
 
     /* last error: per engine and per thread (engine_error.c) */
     pthread_key_t errkey;

@@ -11,6 +11,7 @@
 #include "control/client.h"
 #include "log.h"
 #include "negotiate.h"
+#include "stats.h"
 #include "util.h"
 
 void tern_segments_init(tern_segments *t)
@@ -162,6 +163,8 @@ static int refetch(tern_segments *t, tern_segment *s, uint64_t since_ns, int lim
         return TERN_REFETCH_LATER;
     }
     s->last_fetch_ns = now;
+    tern_stat_set *st = atomic_load_explicit(&s->stats, memory_order_relaxed);
+    tern_stats_event(t->stats, st, -1, TERN_STAT_REFETCH);
     tern_segment_desc *d = NULL;
     int rc = fetch_desc(t, s->name, &d, err, errlen);
     if (rc) {
@@ -191,6 +194,7 @@ static int refetch(tern_segments *t, tern_segment *s, uint64_t since_ns, int lim
     if (rc)
         return rc;
     if (newer) { /* the peer restarted or changed: connect afresh */
+        tern_stats_event(t->stats, st, -1, TERN_STAT_HEAL);
         drop_endpoints(t, name);
         tern_log(t->log, TERN_LOG_INFO, "segment %s: new descriptor generation %llu, "
                  "its endpoints dropped", name, (unsigned long long)gen);
@@ -229,6 +233,8 @@ int tern_segment_unreachable(tern_segments *t, tern_segment *s, int xport, char 
     pthread_rwlock_unlock(&s->lock);
     if (rc)
         return tern_errf(err, errlen, rc, "%s", why);
+    tern_stats_event(t->stats, atomic_load_explicit(&s->stats, memory_order_relaxed), xport,
+                     TERN_STAT_FALLBACK);
     tern_log(t->log, TERN_LOG_WARN, "segment %s: %s cannot reach it, using %s",
              s->name, t->xports[xport].pl->name, to);
     return 0;
@@ -315,6 +321,7 @@ static tern_segment_id install(tern_segments *t, const char *name, tern_segment_
     tern_segment *s = t->segs[id];
     pthread_rwlock_wrlock(&s->lock);
     tern_strlcpy(s->name, name, sizeof s->name);
+    atomic_store_explicit(&s->stats, tern_stats_peer(t->stats, name), memory_order_relaxed);
     s->gen++;
     s->last_fetch_ns = tern_now_ns();
     atomic_store(&s->fails, 0);

@@ -28,6 +28,8 @@
 #include "xport.h"
 
 struct tern_cslice; /* datapath/request.h */
+struct tern_stat_set; /* stats.h */
+struct tern_stats_obj;
 
 #define TERN_MAX_SEGMENTS 4096
 #define TERN_REFETCH_MIN_MS 100   /* at most one descriptor fetch per peer per this */
@@ -61,6 +63,9 @@ typedef struct tern_segment {
     uint64_t probe_end_ns;        /* and when it ended */
     int probe_rc;                 /* its outcome: 0 alive, else the error */
     char probe_why[256];
+    /* this peer's counters (stats.c), set at open; they outlive a reuse
+     * of the slot by another peer */
+    struct tern_stat_set *_Atomic stats;
 } tern_segment;
 
 typedef struct tern_segments {
@@ -72,6 +77,7 @@ typedef struct tern_segments {
     const tern_config *cfg;
     const struct tern_logger *log; /* the engine's (log.h) */
     const struct tern_auth *auth; /* the shared secret for probes, or NULL */
+    struct tern_stats_obj *stats; /* refetches, heals, fallbacks are counted here */
 } tern_segments;
 
 void tern_segments_init(tern_segments *t);

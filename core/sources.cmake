@@ -32,6 +32,9 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/plugin_kinds.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin_load.c
   ${CMAKE_CURRENT_LIST_DIR}/segments.c
+  ${CMAKE_CURRENT_LIST_DIR}/stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/metrics.c
+  ${CMAKE_CURRENT_LIST_DIR}/metrics_text.c
   ${CMAKE_CURRENT_LIST_DIR}/topology.c
   ${CMAKE_CURRENT_LIST_DIR}/topology_load.c
   ${CMAKE_CURRENT_LIST_DIR}/util.c

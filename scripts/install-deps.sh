@@ -14,6 +14,8 @@ PKGS=(
   redis-server etcd-server iperf3 python3
   # charts: tern-bench --plot, bench/charts.sh (gnuplot without X)
   gnuplot-nox
+  # a real Prometheus server and promtool (tests/system/test_metrics_prometheus.sh)
+  prometheus
   # the Python binding (python/): headers, venv for `pip install`, its tests
   python3-dev python3-venv python3-setuptools python3-wheel python3-pytest python3-numpy
   # the Soft-RoCE VM (tests/system/vm): qemu, a busybox initrd, verbs userland

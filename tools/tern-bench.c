@@ -30,6 +30,13 @@
  * every block read is checked byte by byte (the check is inside the timed
  * loop: verified runs are slower).
  *
+ * --stats: at the end, the engine's statistics (tern_engine_stats): per
+ * engine, transport and peer, requests, bytes, failures, retries and the
+ * latency quantiles of its histogram; one JSON object a line with --json.
+ * --linger SEC: the initiator keeps its engine up SEC seconds after the
+ * summary (until SIGINT/SIGTERM), e.g. for a scraper of its
+ * `metrics_listen` endpoint.
+ *
  * --hugepages: the host buffer is advised to be backed by transparent huge
  * pages (madvise MADV_HUGEPAGE).  The same-host transport pins the peer's
  * pages for every copy, so 2 MiB pages instead of 4 KiB ones change its
@@ -68,6 +75,8 @@ typedef struct opts {
     int gpu;                   /* --gpu N: buffers on GPU N; -1 host memory */
     double duration;
     bench_sweep_opts sw;       /* --sweep, its outputs and --plot (bench_sweep.h) */
+    int stats;                 /* --stats: print tern_engine_stats at the end */
+    double linger;             /* --linger SEC: keep the initiator's engine up after */
 } opts;
 
 typedef struct shared {
@@ -146,6 +155,8 @@ static void usage(FILE *f)
         "  --verify             fill with a pattern and check every byte\n"
         "  --json               initiator: the summary as one JSON object\n"
         "  --hugepages          back the host buffer with transparent huge pages (madvise)\n"
+        "  --stats              print the engine's statistics at the end (tern_engine_stats)\n"
+        "  --linger SEC         initiator: keep the engine up SEC s after the summary\n"
         "  --gpu N              this side's buffer on GPU N (device memory through the CUDA\n"
         "                       driver tern loads at run time; each side chooses its own)\n");
     fputs(bench_sweep_usage, f);
@@ -159,6 +170,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 2, 0, 'j'},
         {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'}, {"hugepages", 0, 0, 'H'},
+        {"stats", 0, 0, 'T'}, {"linger", 1, 0, 'L'},
         {"help", 0, 0, 'h'}, BENCH_SWEEP_LONGOPTS, {0, 0, 0, 0}};
     *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
                 .threads = 1, .duration = 5, .depth = 2, .gpu = -1};
@@ -203,6 +215,8 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         }
         case 'j': o->json = 1; bench_sweep_json_opt(&o->sw, optarg, argc, argv); break;
+        case 'T': o->stats = 1; break;
+        case 'L': o->linger = atof(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: {
             int r = bench_sweep_opt(&o->sw, c, optarg, argc, argv);
@@ -339,6 +353,71 @@ static uint8_t *alloc_buffer(uint64_t len, int hugepages)
     return p;
 }
 
+/* ---- --stats: the engine's counters at the end ------------------------------- */
+
+/* The latency below which a fraction q of the completed requests fell,
+ * read from the histogram: its bucket's upper bound. */
+static double stats_quantile(const tern_stats *s, int op, double q)
+{
+    uint64_t n = s->latency_count[op], seen = 0;
+    for (int k = 0; n && k < TERN_STATS_BUCKETS; k++) {
+        seen += s->latency[op][k];
+        if ((double)seen >= q * (double)n)
+            return tern_stats_bucket_le(k);
+    }
+    return 0;
+}
+
+static int stats_line(const tern_stats *s, void *arg)
+{
+    static const char *const kinds[] = {"engine", "transport", "peer"};
+    const char *kind = s->kind < 3 ? kinds[s->kind] : "?";
+    uint64_t errs = 0;
+    for (int i = 0; i < TERN_STATS_ERRORS; i++)
+        errs += s->errors[i];
+    if (*(int *)arg) { /* json-c: a peer's name is any text */
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "stats", json_object_new_string(kind));
+        json_object_object_add(j, "name", json_object_new_string(s->name));
+        const char *keys[] = {"read_ops", "write_ops", "read_bytes", "write_bytes", "failures",
+                              "retries", "refetches", "fallbacks", "heals", "in_flight"};
+        int64_t v[] = {(int64_t)s->ops[TERN_READ], (int64_t)s->ops[TERN_WRITE],
+                       (int64_t)s->bytes[TERN_READ], (int64_t)s->bytes[TERN_WRITE],
+                       (int64_t)(s->failures[TERN_READ] + s->failures[TERN_WRITE]),
+                       (int64_t)s->retries, (int64_t)s->refetches, (int64_t)s->fallbacks,
+                       (int64_t)s->heals, s->in_flight};
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+            json_object_object_add(j, keys[i], json_object_new_int64(v[i]));
+        printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+        json_object_put(j);
+        return 0;
+    }
+    printf("  %-9s %s\n", kind, s->name);
+    for (int op = 0; op < 2; op++) {
+        if (!s->ops[op] && !s->bytes[op] && !s->failures[op])
+            continue;
+        printf("    %-5s    %" PRIu64 " requests, %" PRIu64 " bytes, %" PRIu64 " failed",
+               op == TERN_READ ? "read" : "write", s->ops[op], s->bytes[op], s->failures[op]);
+        if (s->latency_count[op])
+            printf(", latency p50 <= %.0f us, p99 <= %.0f us, mean %.0f us",
+                   stats_quantile(s, op, 0.5) * 1e6, stats_quantile(s, op, 0.99) * 1e6,
+                   (double)s->latency_sum_ns[op] / 1e3 / (double)s->latency_count[op]);
+        printf("\n");
+    }
+    printf("    healing  %" PRIu64 " retries, %" PRIu64 " refetches, %" PRIu64 " heals, %" PRIu64
+           " fallbacks, %" PRIu64 " errors, %" PRId64 " in flight\n",
+           s->retries, s->refetches, s->heals, s->fallbacks, errs, s->in_flight);
+    return 0;
+}
+
+static void print_stats(tern_engine *e, int json)
+{
+    if (!json)
+        printf("tern-bench: statistics (tern_engine_stats)\n");
+    tern_engine_stats(e, stats_line, &json);
+    fflush(stdout);
+}
+
 /* ---- target ----------------------------------------------------------------- */
 
 static int run_target(const opts *o)
@@ -365,6 +444,8 @@ static int run_target(const opts *o)
     while (!g_signalled)
         pause();
     fprintf(stderr, "tern-bench target: stopping\n");
+    if (o->stats)
+        print_stats(e, o->json);
     tern_unregister_memory(e, buf);
     free_buffer(e, o->gpu, buf, o->buffer);
     tern_engine_destroy(e);
@@ -873,6 +954,10 @@ static int run_initiator(const opts *o)
     if (!sh.e)
         return 1;
     int rc = o->sw.on ? run_sweep(&sh) : run_single(&sh);
+    if (o->stats)
+        print_stats(sh.e, o->json);
+    for (double end = now_s() + o->linger; !g_signalled && now_s() < end;)
+        usleep(20000);
     if (sh.local && sh.remote_len) {
         tern_unregister_memory(sh.e, sh.local);
         free_buffer(sh.e, o->gpu, sh.local, sh.remote_len);

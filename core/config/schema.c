@@ -133,6 +133,20 @@ const cfg_key cfg_keys[] = {
              "every host that reaches the handshake port is trusted (docs/configuration.md, "
              "Mixing tern and Mooncake engines)."},
      .off = F(handshake_confirm)},
+    {.opt = {"stats", TERN_OPT_BOOL, 0, 0, NULL, "true",
+             "Count statistics: bytes, requests, failures, retries, latency per engine, "
+             "transport and peer (`tern_engine_stats()`, `Engine.stats()`, "
+             "docs/metrics.md).  Counting takes no lock; `false` leaves every counter at 0 "
+             "(and `metrics_listen` serves zeros)."},
+     .off = F(stats)},
+    {.opt = {"metrics_listen", TERN_OPT_STRING, 0, 0, NULL, NULL,
+             "Serve the statistics in the Prometheus text format at "
+             "`http://host:port/metrics` (one thread, docs/metrics.md); port 0 picks a free "
+             "port (logged at info).  Unset (or `null`): no endpoint.  Anyone who reaches the "
+             "port reads the counters and the peers' names: bind it to loopback or a "
+             "monitoring network."},
+     .what = "host:port (port 0..65535; [addr] for IPv6)", .valid = ok_server_name,
+     .flags = CFGK_NULLABLE, .off = F(metrics_listen), .doc_type = "`host:port`"},
 };
 const size_t cfg_nkeys = sizeof cfg_keys / sizeof cfg_keys[0];
 

@@ -47,8 +47,9 @@ TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
 /* ---- submit ------------------------------------------------------------------------ */
 
 /* Validate and cut request idx; its slices go to l (or one uncut slice
- * when the descriptor must be refetched first). */
-static void req_start(tern_batch *b, size_t idx, tern_cut_list *l)
+ * when the descriptor must be refetched first).  t0: the submit's time
+ * for the latency statistics (one clock read per call, not per request). */
+static void req_start(tern_batch *b, size_t idx, tern_cut_list *l, uint64_t t0)
 {
     tern_req *q = &b->reqs[idx];
     tern_segment *seg = NULL;
@@ -66,16 +67,34 @@ static void req_start(tern_batch *b, size_t idx, tern_cut_list *l)
         n = tern_cut(b, idx, seg, l);
     }
     pthread_mutex_lock(&b->lock);
+    q->st = seg ? atomic_load_explicit(&seg->stats, memory_order_relaxed) : NULL;
     if (n < 0) {
         tern_req_fail_locked(b, idx, TERN_INVALID, n, "%s",
                              rc < 0 ? msg : "registered memory changed during the cut");
     } else {
+        q->started = 1;
+        q->start_ns = t0;
         q->status = TERN_PENDING;
         q->nslices = rc == TERN_CUT_REFETCH ? 0 : n;
         q->live = n;
         q->deadline_ms = q->r.timeout_ms ? tern_now_ms() + q->r.timeout_ms : 0;
         b->inflight += n;
     }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* The requests that completed inside the submit get its duration as
+ * their latency (tern_stats_defer); a batch that has ended is flushed.
+ * No lock unless some did (pend: see request.h). */
+static void submit_done(tern_batch *b, uint64_t t0)
+{
+    atomic_store_explicit(&b->submitting, 0, memory_order_relaxed);
+    if (!b->pend.n)
+        return;
+    pthread_mutex_lock(&b->lock);
+    tern_stats_resolve(b->e->stats, &b->pend, &b->acc, t0);
+    if (b->open == 0)
+        tern_stats_flush(b->e->stats, &b->acc);
     pthread_mutex_unlock(&b->lock);
 }
 
@@ -88,6 +107,7 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
     if (tern_gate_closed(&b->e->gate))
         return tern_engine_fail(b->e, TERN_ERR_CLOSED, "batch_submit: the engine is closed "
                                 "(tern_engine_close)");
+    uint64_t t0 = tern_stats_now(b->e->stats);
     pthread_mutex_lock(&b->lock);
     if (n > b->cap - b->n) {
         size_t have = b->n;
@@ -102,15 +122,34 @@ TERN_EXPORT int tern_batch_submit(tern_batch *b, const tern_request *reqs, size_
         b->reqs[base + i].r = reqs[i];
         b->reqs[base + i].status = TERN_WAITING;
         b->reqs[base + i].note = b->pending_note;
+        b->reqs[base + i].xport = -1;
     }
     b->pending_note = -1; /* one submit carries a note (batch_ctl.c) */
     b->n += n;
+    b->open += n;
+    b->submitter = pthread_self();
+    b->submit_t0 = t0;
+    atomic_store_explicit(&b->submitting, t0 != 0, memory_order_relaxed); /* 0: not counting */
     pthread_mutex_unlock(&b->lock);
     tern_cut_list l = {0};
-    for (size_t i = 0; i < n; i++)
-        req_start(b, base + i, &l);
+    tern_stat_set *st = NULL;
+    uint64_t started = 0; /* a run of requests to one peer: one add */
+    for (size_t i = 0; i < n; i++) {
+        req_start(b, base + i, &l, t0);
+        tern_req *q = &b->reqs[base + i]; /* st, started: set by req_start, fixed after */
+        if (!q->started)
+            continue;
+        if (started && q->st != st) {
+            tern_stats_started(b->e->stats, st, started);
+            started = 0;
+        }
+        st = q->st;
+        started++;
+    }
+    tern_stats_started(b->e->stats, st, started);
     tern_dispatch(b->e, l.v, l.n, 0);
     free(l.v);
+    submit_done(b, t0);
     return (int)n;
 }
 

@@ -73,6 +73,7 @@ static void notes_clear_locked(tern_batch *b)
 /* Every batch-owned allocation besides the request array (tern_batch_free). */
 void tern_batch_release_locked(tern_batch *b)
 {
+    tern_stats_flush(b->e->stats, &b->acc); /* nothing is left there: every request ended */
     notes_clear_locked(b);
     if (b->efd >= 0)
         close(b->efd);
@@ -102,6 +103,8 @@ TERN_EXPORT int tern_batch_reset(tern_batch *b)
         b->reqs[i].errmsg = NULL;
     }
     b->n = 0;
+    b->open = 0;
+    tern_stats_flush(b->e->stats, &b->acc);
     notes_clear_locked(b);
     tern_batch_drain_fd_locked(b);
     pthread_mutex_unlock(&b->lock);

@@ -19,14 +19,14 @@ static void done_ok(tern_cslice *cs)
     struct tern_dp *dp = b->e->dp; /* b may be freed once its lock is released */
     tern_segment_ok(cs->seg);
     tern_xport_device_ok(cs->x, cs->local_dev);
-    pthread_mutex_lock(&b->lock);
     tern_req *q = &b->reqs[cs->idx];
+    pthread_mutex_lock(&b->lock);
     if (tern_req_active_locked(q)) {
         q->transferred += cs->s.length;
         if (q->transferred >= q->r.length) {
             q->status = TERN_COMPLETED;
-            tern_batch_note_req_locked(b, cs->idx);
-            tern_batch_signal_locked(b);
+            q->xport = cs->x->index;
+            tern_req_publish_locked(b, cs->idx);
         }
     }
     int reap = tern_cslice_free_locked(cs);
@@ -79,6 +79,7 @@ static void done_failed(tern_cslice *cs)
         return;
     }
     cs->attempt++;
+    tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, x->index, TERN_STAT_RETRY);
     uint64_t due = now;
     if (peer) {
         cs->refetch = 1;

@@ -141,6 +141,8 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
         return;
     }
     cs->attempt++;
+    tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, cs->x ? cs->x->index : -1,
+                     TERN_STAT_RETRY);
     cs->failed_ns = tern_now_ns();
     uint64_t due = tern_now_ms();
     if (h == TERN_HEAL_PEER) {
@@ -327,6 +329,8 @@ static int work_heal(tern_engine *e, tern_cslice *cs)
             return -1;
         }
         cs->attempt++; /* the peer re-registered it elsewhere: try the new one */
+        tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, cs->x ? cs->x->index : -1,
+                         TERN_STAT_RETRY);
     }
     if (cs->unreach) {
         cs->unreach = 0;

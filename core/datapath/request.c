@@ -30,6 +30,27 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
         return;
     }
     q->status = st;
+    tern_req_publish_locked(b, idx);
+}
+
+void tern_req_publish_locked(tern_batch *b, size_t idx)
+{
+    tern_req *q = &b->reqs[idx];
+    int code = q->status == TERN_COMPLETED ? 0 : q->error ? q->error : TERN_ERR_INVAL;
+    tern_stats_obj *s = b->e->stats;
+    if (code == 0 && q->start_ns && atomic_load_explicit(&b->submitting, memory_order_relaxed) &&
+        q->start_ns == b->submit_t0 &&
+        pthread_equal(b->submitter, pthread_self())) /* inside its own submit call */
+        tern_stats_defer(s, &b->pend, &b->acc, q->st, q->xport, (int)q->r.opcode,
+                         q->transferred, b->submit_t0);
+    else if (code == 0) /* the hot path: added up in the batch, see tern_stat_acc */
+        tern_stats_acc_add(s, &b->acc, q->st, q->xport, (int)q->r.opcode,
+                           q->start_ns ? tern_now_ns() - q->start_ns : 0, q->transferred);
+    else
+        tern_stats_end(s, q->st, q->xport, (int)q->r.opcode, q->started, code,
+                       q->start_ns ? tern_now_ns() - q->start_ns : 0, q->transferred);
+    if (b->open && --b->open == 0 && !b->pend.n) /* else when the submit returns */
+        tern_stats_flush(s, &b->acc);
     tern_batch_note_req_locked(b, idx);
     tern_batch_signal_locked(b);
 }
@@ -49,8 +70,7 @@ int tern_cslice_free_locked(tern_cslice *cs)
     if (--q->live == 0 && q->ending) {
         q->status = q->ending;
         q->ending = 0;
-        tern_batch_note_req_locked(b, idx);
-        tern_batch_signal_locked(b);
+        tern_req_publish_locked(b, idx);
     }
     if (--b->inflight == 0)
         tern_batch_signal_locked(b);
@@ -61,6 +81,8 @@ void tern_cslice_fail(tern_cslice *cs, int code, const char *why)
 {
     tern_batch *b = cs->b;
     pthread_mutex_lock(&b->lock);
+    if (cs->x)
+        b->reqs[cs->idx].xport = cs->x->index;
     tern_req_fail_locked(b, cs->idx, TERN_FAILED, code,
                          "slice at offset %llu (%llu bytes) failed after %d attempt(s): %s (%s)",
                          (unsigned long long)cs->offset, (unsigned long long)cs->s.length,

@@ -10,6 +10,7 @@
 #define TERN_CORE_DATAPATH_REQUEST_H
 
 #include "engine_state.h"
+#include "stats.h"
 
 /* One request and its state; guarded by the batch lock. */
 typedef struct tern_req {
@@ -23,6 +24,11 @@ typedef struct tern_req {
     tern_status ending;    /* final status decided, published when live is 0 */
     uint64_t deadline_ms;  /* tern_now_ms() based; 0 = none */
     int note;              /* index into the batch's notes, -1: none */
+    /* statistics (stats.h): fixed at submit, before any slice exists */
+    tern_stat_set *st;     /* the peer's counters, NULL: the engine's only */
+    uint64_t start_ns;     /* when it went PENDING (tern_stats_now: 0 when not counting) */
+    int started;           /* went PENDING */
+    int xport;             /* transport of the last slice that ended, -1: none */
 } tern_req;
 
 /* A notification riding on requests [first, first+count) of a batch
@@ -52,6 +58,16 @@ struct tern_batch {
     size_t nnotes;
     int notes_busy;        /* notes waiting or being sent */
     int pending_note;      /* note the next submit's requests ride on, -1: none */
+    size_t open;           /* requests submitted, final status not published */
+    tern_stat_acc acc;     /* COMPLETED requests not added to the statistics yet */
+    /* a submit call in progress (tern_stats_defer): its thread, its start
+     * time, the requests that completed inside it.  pend is written by the
+     * submitting thread only (under the lock), so that thread may read it
+     * without the lock. */
+    _Atomic int submitting;
+    pthread_t submitter;
+    uint64_t submit_t0;
+    tern_stat_acc pend;
 };
 
 /* A request reached its final status, the last slice came back or a
@@ -104,6 +120,9 @@ tern_heal tern_heal_class(int code);
 /* The endpoint is broken: drop it so the next attempt builds a new one. */
 int tern_heal_drops_endpoint(int code);
 
+/* Request idx has its final status: count it, advance its notification,
+ * wake the waiters (batch lock held). */
+void tern_req_publish_locked(tern_batch *b, size_t idx);
 /* Fail request idx (batch lock held) unless it already ended. */
 void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -378,6 +378,62 @@ int tern_engine_close(tern_engine *engine);
  * tern_engine_last_error().  The data path asks the same question after a
  * request timed out (docs/configuration.md, Stalled peers). */
 int tern_segment_probe(tern_engine *engine, const char *name, int timeout_ms);
+/* ---- statistics (docs/api.md, Statistics) ------------------------------ */
+
+#define TERN_STATS_BUCKETS 28 /* latency buckets: k < 27 holds latencies
+                                 <= 2^k microseconds (and above bucket
+                                 k-1's); the last holds the rest */
+#define TERN_STATS_ERRORS 32  /* failures by code: index -code (0: other) */
+
+typedef enum tern_stats_kind {
+    TERN_STATS_ENGINE = 0,    /* every request of the engine */
+    TERN_STATS_TRANSPORT = 1, /* name: the transport ("tcp") */
+    TERN_STATS_PEER = 2,      /* name: the segment ("host:port") */
+} tern_stats_kind;
+
+/* One counter set, as of the call.  Versioned: `size` is the library's
+ * sizeof(tern_stats); fields are only ever appended, so a caller built
+ * against an older header reads the fields it knows, and one built
+ * against a newer header checks `size` before reading newer ones.
+ * Index [op] is a tern_opcode.  A request counts once, when it ends, in
+ * its peer's set and the set of the transport that moved its last slice:
+ * COMPLETED in ops, bytes and the latency histogram (submit to
+ * completion), anything else (FAILED, TIMEOUT, CANCELED, INVALID) in
+ * failures and errors (and bytes, what it moved).  COMPLETED requests
+ * show once no request of their batch is running (docs/metrics.md). */
+typedef struct tern_stats {
+    uint32_t size;
+    uint32_t kind;            /* tern_stats_kind */
+    const char *name;         /* the engine's server name, the transport or the peer;
+                                 valid during the callback only */
+    uint64_t ops[2];          /* requests COMPLETED */
+    uint64_t bytes[2];        /* bytes moved */
+    uint64_t failures[2];     /* requests that ended otherwise */
+    uint64_t errors[TERN_STATS_ERRORS]; /* failures by error code, [-code] */
+    uint64_t retries;         /* slice attempts repeated after a failure */
+    uint64_t refetches;       /* peer descriptors fetched again to heal */
+    uint64_t fallbacks;       /* peers moved to their next common transport */
+    uint64_t heals;           /* refetches that found a newer generation */
+    int64_t in_flight;        /* requests submitted and not ended (0 for a transport) */
+    uint64_t latency_sum_ns[2];
+    uint64_t latency_count[2];
+    uint64_t latency[2][TERN_STATS_BUCKETS]; /* per bucket, not cumulative */
+} tern_stats;
+
+/* Called once per set; a non-zero return stops the walk. */
+typedef int (*tern_stats_fn)(const tern_stats *stats, void *arg);
+
+/* Walk the engine's counter sets: the engine's, one per loaded transport,
+ * one per peer opened since the engine started (a closed segment's stays).
+ * Counting takes no lock on the data path; each set is read counter by
+ * counter, so counters of one set may be a few events apart while
+ * requests run.  Returns 0, fn's non-zero return, or TERN_ERR_INVAL.
+ * With `stats: false` in the configuration every counter stays 0. */
+int tern_engine_stats(tern_engine *engine, tern_stats_fn fn, void *arg);
+
+/* The upper bound of latency bucket k in seconds (2^k microseconds; the
+ * last bucket: infinity). */
+double tern_stats_bucket_le(int k);
 
 #ifdef __cplusplus
 }

@@ -509,6 +509,14 @@ static PyMethodDef engine_methods[] = {
      "named names[i] when names is given) with one descriptor publish: all\n"
      "or nothing.  Each becomes a Registration as register() makes; peers\n"
      "see them all at once."},
+#if TERNPY_STATS
+    {"stats", (PyCFunction)ternpy_engine_stats, METH_NOARGS,
+     "stats() -> dict\n\nThe engine's statistics: {'engine': S, 'transports': {name: S},\n"
+     "'peers': {segment name: S}}, each S a dict: ops, bytes, failures (each\n"
+     "{'read': n, 'write': n}), errors ({error name: n}), retries, refetches,\n"
+     "fallbacks, heals, in_flight, latency ({'read'|'write': {'count', 'sum'\n"
+     "(seconds), 'buckets': [(le seconds, n), ...]}}).  docs/metrics.md."},
+#endif
     {"buffers", CF(ternpy_engine_buffers), KW,
      "buffers(segment=None) -> list[BufferInfo]\n\nA segment's registered buffers (name, address, length, location), by\n"
      "address, from its descriptor fetched again; segment None: this engine's."},

@@ -225,3 +225,127 @@ PyObject *ternpy_engine_probe(EngineObject *self, PyObject *args, PyObject *kw)
     return name ? ternpy_probe(self, name, timeout) : NULL;
 }
 #endif
+
+/* ---- statistics ------------------------------------------------------------------ */
+
+#if TERNPY_STATS
+static int stats_put(PyObject *d, const char *k, PyObject *v)
+{
+    if (!v)
+        return -1;
+    int rc = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *by_op(const uint64_t v[2])
+{
+    return Py_BuildValue("{s:K,s:K}", "read", (unsigned long long)v[TERN_READ], "write",
+                         (unsigned long long)v[TERN_WRITE]);
+}
+
+/* {"timeout": 3, ...}: the non-zero failure counts by error name. */
+static PyObject *errors_dict(const tern_stats *st)
+{
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < TERN_STATS_ERRORS; i++) {
+        if (!st->errors[i])
+            continue;
+        const char *n = i ? tern_strerror(-i) : "other";
+        char name[48];
+        size_t k = 0;
+        if (!strncmp(n, "TERN_ERR_", 9))
+            n += 9;
+        for (; n[k] && k + 1 < sizeof name; k++)
+            name[k] = (char)(n[k] >= 'A' && n[k] <= 'Z' ? n[k] - 'A' + 'a' : n[k]);
+        name[k] = 0;
+        if (stats_put(d, name, PyLong_FromUnsignedLongLong(st->errors[i])) < 0)
+            Py_CLEAR(d);
+    }
+    return d;
+}
+
+/* {"count", "sum", "buckets": [(le seconds, count), ...]} per op. */
+static PyObject *latency_dict(const tern_stats *st)
+{
+    PyObject *d = PyDict_New();
+    for (int op = 0; d && op < 2; op++) {
+        PyObject *b = PyList_New(TERN_STATS_BUCKETS);
+        for (int k = 0; b && k < TERN_STATS_BUCKETS; k++) {
+            PyObject *t = Py_BuildValue("(dK)", tern_stats_bucket_le(k),
+                                        (unsigned long long)st->latency[op][k]);
+            if (!t) {
+                Py_CLEAR(b);
+                break;
+            }
+            PyList_SET_ITEM(b, k, t);
+        }
+        PyObject *h = b ? Py_BuildValue("{s:K,s:d,s:N}", "count",
+                                        (unsigned long long)st->latency_count[op], "sum",
+                                        (double)st->latency_sum_ns[op] * 1e-9, "buckets", b)
+                        : NULL;
+        if (stats_put(d, op == TERN_READ ? "read" : "write", h) < 0)
+            Py_CLEAR(d);
+    }
+    return d;
+}
+
+static PyObject *set_dict(const tern_stats *st)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (stats_put(d, "ops", by_op(st->ops)) < 0 || stats_put(d, "bytes", by_op(st->bytes)) < 0 ||
+        stats_put(d, "failures", by_op(st->failures)) < 0 ||
+        stats_put(d, "errors", errors_dict(st)) < 0 ||
+        stats_put(d, "retries", PyLong_FromUnsignedLongLong(st->retries)) < 0 ||
+        stats_put(d, "refetches", PyLong_FromUnsignedLongLong(st->refetches)) < 0 ||
+        stats_put(d, "fallbacks", PyLong_FromUnsignedLongLong(st->fallbacks)) < 0 ||
+        stats_put(d, "heals", PyLong_FromUnsignedLongLong(st->heals)) < 0 ||
+        stats_put(d, "in_flight", PyLong_FromLongLong(st->in_flight)) < 0 ||
+        stats_put(d, "latency", latency_dict(st)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static int stats_one(const tern_stats *st, void *arg)
+{
+    PyObject *out = arg; /* {"engine": ..., "transports": {...}, "peers": {...}} */
+    PyObject *d = set_dict(st);
+    if (!d)
+        return -1;
+    int rc;
+    if (st->kind == TERN_STATS_ENGINE) {
+        rc = PyDict_SetItemString(out, "engine", d);
+    } else {
+        PyObject *m = PyDict_GetItemString(out, st->kind == TERN_STATS_PEER ? "peers"
+                                                                            : "transports");
+        rc = m ? PyDict_SetItemString(m, st->name, d) : -1;
+    }
+    Py_DECREF(d);
+    return rc < 0 ? -1 : 0;
+}
+
+PyObject *ternpy_engine_stats(EngineObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    PyObject *out = Py_BuildValue("{s:N,s:N}", "transports", PyDict_New(), "peers",
+                                  PyDict_New());
+    if (!out)
+        return NULL;
+    int rc = tern_engine_stats(self->e, stats_one, out); /* short: the GIL stays held */
+    if (rc == -1 && PyErr_Occurred()) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (rc < 0) {
+        Py_DECREF(out);
+        return ternpy_raise_engine(self, rc);
+    }
+    return out;
+}
+#endif

@@ -36,6 +36,12 @@
 #else
 #define TERNPY_V2 0
 #endif
+/* Engine.stats(): when the headers have tern_engine_stats. */
+#if defined(TERN_STATS_BUCKETS)
+#define TERNPY_STATS 1
+#else
+#define TERNPY_STATS 0
+#endif
 
 /* The log hook (tern_engine_create_with): Engine(logger=...) when the
  * headers have it. */
@@ -218,6 +224,9 @@ PyObject *ternpy_engine_notify_send(EngineObject *self, PyObject *args, PyObject
 PyObject *ternpy_engine_notify_recv(EngineObject *self, PyObject *args, PyObject *kw);
 PyObject *ternpy_engine_notify_fileno(EngineObject *self, PyObject *unused);
 PyObject *ternpy_engine_notify_stats(EngineObject *self, PyObject *unused);
+#if TERNPY_STATS
+PyObject *ternpy_engine_stats(EngineObject *self, PyObject *unused);
+#endif
 PyObject *ternpy_engine_notify_recv_async(EngineObject *self, PyObject *args, PyObject *kw);
 PyObject *ternpy_engine_buffers(EngineObject *self, PyObject *args, PyObject *kw);
 PyObject *ternpy_engine_buffer(EngineObject *self, PyObject *args, PyObject *kw);
