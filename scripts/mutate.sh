@@ -87,6 +87,14 @@ tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &
 efa-shm-default-name | - | if \(\Kefa_is_shm\(d\)(?=\) \{\n        efa_shm_sweep) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-sweep-live | - | pid == getpid\(\) \|\| \Kkill\(pid, 0\) == 0 \|\| errno != ESRCH(?=\)) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-zombie-alive | - | p->pidfd = \Kefa_pidfd_open\(p->pid\)(?=;) | -1 | test_efa_transport | efa_transport/peer_exited_unreaped_is_dead_shm
+# -- auth_secret_file: signed descriptors, name-bound proofs, no Mooncake wire
+desc-mac-unchecked | - | if \(\K!tern_auth_equal\(want, got, sizeof want\)(?=\)) | 0 | test_auth_store | auth_store/store_descriptor_without_shm_refused
+desc-fetch-unverified | - | if \(\Kmd->auth(?=\) \{\n        rc = tern_desc_verify) | 0 | test_auth_store | auth_store/store_other_engines_descriptor_refused_redis
+desc-segment-unchecked | - | if \(\Kstrcmp\(seg, segment\) != 0(?=\)) | 0 | test_auth_store | auth_store/store_other_engines_descriptor_refused_redis
+segment-desc-name-unchecked | - | if \(\Kstrcmp\(\(\*out\)->name, name\) != 0(?=\) \{) | 0 | test_auth_store | auth_store/shm_relayed_handshake_refused
+tcp-target-name-unchecked | - | hello\[4\] != 2 \|\| \Kstrcmp\(asked, tcp_auth_self\(ctx\)\) != 0 | 0 | test_auth | auth_engine/data_port_without_proof_can_neither_read_nor_write
+tcp-mooncake-wire-with-auth | - | strcmp\(wire, "mooncake"\) == 0 && \Kctx->auth(?=\)) | 0 | test_tcp_transport | tcp_auth_bind/mooncake_wire_refused_with_a_secret
+shm-bind-names-ignored | - | \Kinitiator \? initiator : "", target \? target : ""(?=, msg) | "", "" | test_shm_transport | shm_transport/relayed_handshake_is_refused_by_the_initiator
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }
