@@ -14,6 +14,8 @@
  *    in T2;
  *  - store_descriptor_without_shm_refused: the victim's signed descriptor
  *    with shm dropped (signature kept): refused;
+ *  - store_older_signed_descriptor_refused: an older signed descriptor of
+ *    the victim put back (a replay) is refused on refetch;
  *  - shm_relayed_handshake_refused*: a plain socket program X posing as a
  *    segment relays A's handshake to engine B (shm only), with and without
  *    a secret, and rewriting the names it relays: zero bytes written into B,
@@ -492,6 +494,47 @@ Test(auth_store, store_descriptor_without_shm_refused)
     free(orig);
     expect_refused(c.A, victim, (uint64_t)(uintptr_t)c.tbuf, "shm dropped", "signature");
     cluster_down(&c);
+}
+
+/* ---- a replayed older signed descriptor ---------------------------------------------- */
+
+/* A's refetch of its open segment, past the refetch rate limit. */
+static int refetch(tern_engine *A, tern_segment_id id, char *msg, size_t msglen)
+{
+    tern_segment *sg = tern_segments_get(&A->segs, id);
+    cr_assert_not_null(sg);
+    usleep((TERN_REFETCH_MIN_MS + 20) * 1000);
+    return tern_segment_refetch(&A->segs, sg, 0, NULL, msg, msglen);
+}
+
+Test(auth_store, store_older_signed_descriptor_refused)
+{
+    cluster c;
+    cluster_up(&c, "redis", "tcp");
+    const char *victim = tern_engine_server_name(c.T);
+    char *old = store_get(&c.raw, victim); /* generation 1, signed */
+    tern_segment_id id = tern_segment_open(c.A, victim);
+    cr_assert_geq(id, 0, "%s", tern_engine_last_error(c.A));
+    uint8_t *more = reg(c.T, 4096); /* generation 2 */
+    char msg[1024] = "";
+    cr_assert_eq(refetch(c.A, id, msg, sizeof msg), 1, "the newer generation: %s", msg);
+    store_set(&c.raw, victim, old); /* the replay */
+    int rc = refetch(c.A, id, msg, sizeof msg);
+    cr_log_info("replayed generation: %d %s", rc, msg);
+    cr_assert_eq(rc, TERN_ERR_AUTH, "an older signed descriptor was taken (%d): %s", rc, msg);
+    cr_assert(strstr(msg, "older") && strstr(msg, victim), "%s", msg);
+    /* the segment keeps generation 2: a write into the new buffer lands */
+    uint8_t *src = reg(c.A, 4096);
+    memset(src, 0x5A, 4096);
+    cr_assert_eq(one(c.A, id, TERN_WRITE, src, (uint64_t)(uintptr_t)more, 4096, msg, sizeof msg),
+                 0, "%s", msg);
+    cr_assert_eq(memcmp(more, src, 4096), 0);
+    tern_segment_close(c.A, id);
+    tern_unregister_memory(c.A, src);
+    free(src);
+    free(old);
+    cluster_down(&c);
+    free(more);
 }
 
 /* ---- 2: a relayed shm handshake ------------------------------------------------------ */
