@@ -95,6 +95,7 @@ segment-desc-name-unchecked | - | if \(\Kstrcmp\(\(\*out\)->name, name\) != 0(?=
 tcp-target-name-unchecked | - | hello\[4\] != 2 \|\| \Kstrcmp\(asked, tcp_auth_self\(ctx\)\) != 0 | 0 | test_auth | auth_engine/data_port_without_proof_can_neither_read_nor_write
 tcp-mooncake-wire-with-auth | - | strcmp\(wire, "mooncake"\) == 0 && \Kctx->auth(?=\)) | 0 | test_tcp_transport | tcp_auth_bind/mooncake_wire_refused_with_a_secret
 shm-bind-names-ignored | - | \Kinitiator \? initiator : "", target \? target : ""(?=, msg) | "", "" | test_shm_transport | shm_transport/relayed_handshake_is_refused_by_the_initiator
+desc-replay-accepted | - | t->cfg->auth_secret_file && \Kgen < s->desc_gen(?=\)) | 0 | test_auth_store | auth_store/store_older_signed_descriptor_refused
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }
