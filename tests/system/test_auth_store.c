@@ -10,7 +10,7 @@
  *    descriptor: zero bytes reach them, the initiator gets TERN_ERR_AUTH
  *    naming the segment; with and without that engine in the cluster;
  *  - store_other_engines_descriptor_refused: the victim's key holds another
- *    engine's (T2's) signed descriptor, in redis and in etcd: zero bytes land
+ *    engine's (T2's) signed descriptor, in redis, etcd and http: zero bytes land
  *    in T2;
  *  - store_descriptor_without_shm_refused: the victim's signed descriptor
  *    with shm dropped (signature kept): refused;
@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -317,14 +319,44 @@ typedef struct cluster {
     uint8_t *lbuf, *tbuf;
 } cluster;
 
+/* The HTTP metadata server of the tests (support/helpers/
+ * http_metadata_server.py); its first line on stdout is "port N". */
+static void http_start(test_store *s)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0)
+        cr_skip_test("python3 not installed: the HTTP metadata server cannot run");
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execlp("python3", "python3", TERN_TEST_DIR "/support/helpers/http_metadata_server.py",
+               (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    char line[64] = "";
+    cr_assert_not_null(fgets(line, sizeof line, f), "the HTTP metadata server did not start");
+    fclose(f);
+    s->pid = pid;
+    cr_assert_eq(sscanf(line, "port %d", &s->port), 1, "unexpected first line: %s", line);
+}
+
 static void cluster_up(cluster *c, const char *store, const char *xports)
 {
     memset(c, 0, sizeof *c);
     if (!strcmp(store, "etcd"))
         test_etcd_start(&c->r);
+    else if (!strcmp(store, "http"))
+        http_start(&c->r);
     else
         test_redis_start(&c->r);
-    snprintf(c->uri, sizeof c->uri, "%s://127.0.0.1:%d", store, c->r.port);
+    snprintf(c->uri, sizeof c->uri, "%s://127.0.0.1:%d%s", store, c->r.port,
+             strcmp(store, "http") ? "" : "/metadata");
     raw_open(&c->raw, store, c->uri);
     c->secret = secret_file();
     c->A = engine_on(c->uri, c->secret, xports, 0);
@@ -457,6 +489,11 @@ Test(auth_store, store_other_engines_descriptor_refused_redis)
 Test(auth_store, store_other_engines_descriptor_refused_etcd)
 {
     other_engine("etcd");
+}
+
+Test(auth_store, store_other_engines_descriptor_refused_http)
+{
+    other_engine("http");
 }
 
 /* ---- 1c: shm dropped from the victim's signed descriptor ---------------------------- */
