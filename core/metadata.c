@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "control/handshake.h"
+#include "desc_sign.h"
 #include "plugin_load.h"
 #include "tern/metastore.h"
 #include "util.h"
@@ -303,14 +304,34 @@ unsigned long tern_metadata_keepalive_rounds(tern_metadata *md)
 
 /* ------------------------------------------------------------ publish */
 
+static int publish_text(tern_metadata *md, const char *segment, const char *key,
+                        const char *json, char *err, size_t errlen);
+
 int tern_metadata_publish(tern_metadata *md, const char *segment, const char *json, char *err,
                           size_t errlen)
 {
-    char key[512], perr[768] = "";
+    char key[512];
     if (!md || !json)
         return tern_errf(err, errlen, TERN_ERR_INVAL, "metadata publish: no descriptor");
     if (tern_metadata_key(md, segment, key, sizeof key))
         return bad_segment("publish", segment, err, errlen);
+    char *signed_json = NULL; /* with a secret, what every store holds (desc_sign.h) */
+    if (md->auth) {
+        int src = tern_desc_sign(md->auth, segment, json, &signed_json, err, errlen);
+        if (src)
+            return src;
+        json = signed_json;
+    }
+    int rc = publish_text(md, segment, key, json, err, errlen);
+    free(signed_json);
+    return rc;
+}
+
+/* Publish json as it is (signed or not) under key. */
+static int publish_text(tern_metadata *md, const char *segment, const char *key,
+                        const char *json, char *err, size_t errlen)
+{
+    char perr[768] = "";
     if (is_p2p(md)) {
         char *copy = strdup(json);
         if (!copy)
@@ -433,8 +454,9 @@ static int p2p_fetch(tern_metadata *md, const char *segment, char **json, char *
     return 0;
 }
 
-int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json, char *err,
-                        size_t errlen)
+/* The text under segment's key, as the store (or the peer) holds it. */
+static int fetch_text(tern_metadata *md, const char *segment, char **json, char *err,
+                      size_t errlen)
 {
     char key[512], perr[768] = "";
     if (!md || !json)
@@ -462,6 +484,34 @@ int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json, cha
     s[len] = '\0';
     free(v);
     *json = s;
+    return 0;
+}
+
+/* With a secret only a signed descriptor of this very segment is used;
+ * without one a signed descriptor cannot be checked, and is not used
+ * either (desc_sign.h). */
+int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json, char *err,
+                        size_t errlen)
+{
+    char *text = NULL;
+    if (json)
+        *json = NULL;
+    int rc = fetch_text(md, segment, json ? &text : NULL, err, errlen);
+    if (rc)
+        return rc;
+    if (md->auth) {
+        rc = tern_desc_verify(md->auth, segment, text, strlen(text), json, err, errlen);
+        free(text);
+        return rc;
+    }
+    if (tern_desc_is_signed(text, strlen(text))) {
+        free(text);
+        *json = NULL;
+        return tern_errf(err, errlen, TERN_ERR_AUTH,
+                         "segment %s publishes a signed descriptor: it uses auth_secret_file; "
+                         "set the same auth_secret_file here to reach it", segment);
+    }
+    *json = text;
     return 0;
 }
 

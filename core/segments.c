@@ -94,8 +94,20 @@ static int fetch_desc(tern_segments *t, const char *name, tern_segment_desc **ou
     free(json);
     if (rc)
         return tern_errf(err, errlen, rc, "segment %s: bad descriptor: %s", name, msg);
-    log_fetched(t, name, *out);
-    return 0;
+    /* The descriptor's name is where handshakes go and what endpoints are
+     * kept under: one naming another engine would hand us that engine (and
+     * an endpoint to it we already hold) for the segment we asked for. */
+    if (strcmp((*out)->name, name) != 0) {
+        rc = tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                       "segment %s: its descriptor names segment %.200s; refused (open a "
+                       "segment by the name it publishes, its server_name)", name,
+                       (*out)->name);
+        tern_segment_desc_free(*out);
+        *out = NULL;
+    }
+    if (!rc)
+        log_fetched(t, name, *out);
+    return rc;
 }
 
 /* Index of the transport negotiated for descriptor d, skipping those in
@@ -182,6 +194,15 @@ static int refetch(tern_segments *t, tern_segment *s, uint64_t since_ns, int lim
                  s->name, (unsigned long long)gen);
         tern_segment_desc_free(d); /* unchanged: keep what slices were cut on */
         rc = 0;
+    } else if (t->cfg && t->cfg->auth_secret_file && gen < s->desc_gen) {
+        /* Signed descriptors carry their generation (desc_sign.h): an older
+         * one is a replay by whoever can write the store, never used. */
+        tern_segment_desc_free(d);
+        newer = 0;
+        rc = tern_errf(err, errlen, TERN_ERR_AUTH,
+                       "segment %s: the store holds an older signed descriptor (generation "
+                       "%llu, ours is %llu): a replay; refused", s->name,
+                       (unsigned long long)gen, (unsigned long long)s->desc_gen);
     } else {
         rc = attach(t, s, d, 0, err, errlen);
         if (rc)

@@ -7,6 +7,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c
   ${CMAKE_CURRENT_LIST_DIR}/desc_json.c
+  ${CMAKE_CURRENT_LIST_DIR}/desc_sign.c
   ${CMAKE_CURRENT_LIST_DIR}/segment_desc.c
   ${CMAKE_CURRENT_LIST_DIR}/hs_desc.c
   ${CMAKE_CURRENT_LIST_DIR}/gpu_api.c

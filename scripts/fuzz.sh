@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 SRC=$PWD
 BUILD=${1:-${BUILD_FUZZ:-build-fuzz}}
 SECS=${FUZZ_SECONDS:-60}
-ALL="hs_frame hs_daemon handshake_desc segment_desc topology_json config_yaml tcp_request tcp_header auth_step"
+ALL="hs_frame hs_daemon handshake_desc segment_desc topology_json config_yaml tcp_request tcp_header auth_step signed_desc"
 TARGETS=${FUZZ_TARGETS:-$ALL}
 
 if ! command -v clang >/dev/null; then

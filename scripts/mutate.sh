@@ -91,6 +91,15 @@ efa-shm-zombie-alive | - | p->pidfd = \Kefa_pidfd_open\(p->pid\)(?=;) | -1 | tes
 stall-no-probe | - | if \(\K(?=tern_segment_alive\(&e->segs, cs->seg, cs->failed_ns) | !0 ? 1 : | test_stall | stall/stopped_peer_fails_within_the_default_bound
 # -- tern_engine_close wakes the threads blocked in the engine
 close-no-wake | - | \Kpthread_cond_broadcast\(w->cond\);(?=\n        pthread_mutex_unlock\(w->lock\)) | (void)w; | test_stall | stall/close_wakes_notify_and_batch_waiters
+# -- auth_secret_file: signed descriptors, name-bound proofs, no Mooncake wire
+desc-mac-unchecked | - | if \(\K!tern_auth_equal\(want, got, sizeof want\)(?=\)) | 0 | test_auth_store | auth_store/store_descriptor_without_shm_refused
+desc-fetch-unverified | - | if \(\Kmd->auth(?=\) \{\n        rc = tern_desc_verify) | 0 | test_auth_store | auth_store/store_other_engines_descriptor_refused_redis
+desc-segment-unchecked | - | if \(\Kstrcmp\(seg, segment\) != 0(?=\)) | 0 | test_auth_store | auth_store/store_other_engines_descriptor_refused_redis
+segment-desc-name-unchecked | - | if \(\Kstrcmp\(\(\*out\)->name, name\) != 0(?=\) \{) | 0 | test_auth_store | auth_store/shm_relayed_handshake_refused
+tcp-target-name-unchecked | - | hello\[4\] != 2 \|\| \Kstrcmp\(asked, tcp_auth_self\(ctx\)\) != 0 | 0 | test_auth | auth_engine/data_port_without_proof_can_neither_read_nor_write
+tcp-mooncake-wire-with-auth | - | strcmp\(wire, "mooncake"\) == 0 && \Kctx->auth(?=\)) | 0 | test_tcp_transport | tcp_auth_bind/mooncake_wire_refused_with_a_secret
+shm-bind-names-ignored | - | \Kinitiator \? initiator : "", target \? target : ""(?=, msg) | "", "" | test_shm_transport | shm_transport/relayed_handshake_is_refused_by_the_initiator
+desc-replay-accepted | - | t->cfg->auth_secret_file && \Kgen < s->desc_gen(?=\)) | 0 | test_auth_store | auth_store/store_older_signed_descriptor_refused
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

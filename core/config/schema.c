@@ -116,7 +116,11 @@ const cfg_key cfg_keys[] = {
              "set, every handshake-daemon request and every TCP data connection proves "
              "knowledge of it both ways (HMAC-SHA256 over fresh random nonces, constant-time "
              "compare); a peer without it is refused on both sides and can neither read nor "
-             "write.  All engines of a cluster need the same file.  Unset (or `null`): no "
+             "write.  Every descriptor published (any store) is signed with it, bound to "
+             "the segment name and generation, and only descriptors so signed are used; the "
+             "data-plane and same-host proofs name both segments, and a descriptor pointing "
+             "at Mooncake's data format is refused (docs/protocol.md, Signed descriptors).  "
+             "All engines of a cluster need the same file.  Unset (or `null`): no "
              "authentication, and the wire is exactly the unauthenticated protocol."},
      .what = "the path of a file", .flags = CFGK_NULLABLE, .off = F(auth_secret_file),
      .doc_type = "path"},

@@ -535,15 +535,33 @@ Test(auth_engine, data_port_without_proof_can_neither_read_nor_write)
         cr_assert_eq(recv(fd, &more, 1, 0), 0, "the connection must be closed, not served");
         close(fd);
     }
-    /* A hello followed by a wrong proof: refused, memory untouched. */
+    /* A hello (version 2: nonce, our name, the segment asked for) followed
+     * by a wrong proof: refused, memory untouched. */
     int fd = dial_port(port);
-    uint8_t hello[40] = {0x54, 0x4E, 0x41, 0x55, 1}, ch[72], pr[40] = {0x54, 0x4E, 0x41, 0x50};
+    uint8_t hello[40 + 512] = {0x54, 0x4E, 0x41, 0x55, 2}, ch[72],
+            pr[40] = {0x54, 0x4E, 0x41, 0x50};
+    snprintf((char *)hello + 40, 256, "127.0.0.1:1");
+    snprintf((char *)hello + 296, 256, "%s", tern_engine_server_name(B));
     cr_assert_eq(tern_io_write_all(fd, hello, sizeof hello, 2000), 0);
     cr_assert_eq(tern_io_read_all(fd, ch, sizeof ch, 2000), 0);
+    cr_assert_eq(ch[4] | ch[5] | ch[6] | ch[7], 0, "a hello asking for this segment is "
+                 "challenged");
     cr_assert_eq(tern_io_write_all(fd, pr, sizeof pr, 2000), 0);
     uint8_t v[8];
     cr_assert_eq(tern_io_read_all(fd, v, sizeof v, 2000), 0);
     cr_assert_eq((int32_t)(v[4] | v[5] << 8 | v[6] << 16 | (uint32_t)v[7] << 24), TERN_ERR_AUTH);
+    close(fd);
+    /* A hello asking for another segment: no challenge (status
+     * TERN_ERR_AUTH, no proof), closed. */
+    fd = dial_port(port);
+    snprintf((char *)hello + 296, 256, "127.0.0.1:2");
+    cr_assert_eq(tern_io_write_all(fd, hello, sizeof hello, 2000), 0);
+    cr_assert_eq(tern_io_read_all(fd, ch, sizeof ch, 2000), 0);
+    cr_assert_eq((int32_t)(ch[4] | ch[5] << 8 | ch[6] << 16 | (uint32_t)ch[7] << 24),
+                 TERN_ERR_AUTH, "a hello for another segment was challenged");
+    for (int i = 40; i < 72; i++)
+        cr_assert_eq(ch[i], 0, "a proof was given for another segment");
+    cr_assert_eq(recv(fd, v, 1, 0), 0, "the connection must be closed");
     close(fd);
     for (int i = 0; i < (1 << 16); i++)
         cr_assert_eq(bb[i], 0x77, "memory written by an unauthenticated peer at %d", i);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/auth.h"
 #include "desc.h"
 #include "plugin_harness.h"
 
@@ -47,6 +48,13 @@ const tern_transport *plugin_load(const char *path, void **dl)
     return t;
 }
 
+/* HMAC-SHA256 with the instance's secret, as the core's host service. */
+static int h_auth_mac(void *host, const void *msg, size_t len, uint8_t out[32])
+{
+    plugin_host *h = host;
+    return tern_auth_mac(h->auth, msg, len, out);
+}
+
 void *plugin_host_start(plugin_host *h, const tern_transport *t, int io_timeout_ms,
                         void (*complete)(void *host, tern_slice *s), const char *k0,
                         va_list ap)
@@ -61,8 +69,9 @@ void *plugin_host_start(plugin_host *h, const tern_transport *t, int io_timeout_
         .desc_set_str = tern_desc_set_str, .desc_set_u64 = tern_desc_set_u64,
         .desc_set_u32_array = tern_desc_set_u32_array, .desc_get_str = tern_desc_get_str,
         .desc_get_u64 = tern_desc_get_u64, .desc_get_u32_array = tern_desc_get_u32_array,
-        .server_name = "127.0.0.1:0", .io_timeout_ms = io_timeout_ms, .sysfs_root = "/sys",
-        .complete = complete};
+        .server_name = h->server_name ? h->server_name : "127.0.0.1:0",
+        .io_timeout_ms = io_timeout_ms, .sysfs_root = "/sys", .complete = complete,
+        .auth_mac = h->auth ? h_auth_mac : NULL};
     void *ctx = NULL;
     char err[512] = "";
     int rc = t->init(&h->hs, &ctx, err, sizeof err);

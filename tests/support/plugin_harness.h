@@ -15,10 +15,17 @@
 /* One plugin instance's host side.  It is the FIRST member of the test's
  * own instance struct: services.host is that instance, the plugin hands it
  * back to every callback, and config_get reads the options through it. */
+struct tern_auth;
+
 typedef struct plugin_host {
     tern_host_services hs;
     const char *keys[8], *vals[8];
     int nkv;
+    /* set before plugin_host_start, both optional: the shared secret the
+     * host service auth_mac uses (none: auth_mac absent) and the server
+     * name (default 127.0.0.1:0) */
+    const struct tern_auth *auth;
+    const char *server_name;
 } plugin_host;
 
 /* dlopen()s the plugin at path (*dl keeps the handle for dlclose) and

@@ -36,6 +36,7 @@
 
 #include "integration_common.h"
 #include "control/auth.h"
+#include "desc_sign.h"
 #include "control/handshake.h"
 #include "tern/transport.h"
 #include "util.h"
@@ -89,17 +90,29 @@ static void learn_addr(const hc_env *v, tern_engine *x, uint8_t *xbuf, tern_engi
                          .auth = v->auth};
     cr_assert_eq(tern_hs_server_start(&o, &s, err, sizeof err), 0, "%s", err);
     snprintf(f->name, sizeof f->name, "127.0.0.1:%u", tern_hs_server_port(s));
-    json_object *d = json_tokener_parse(meta);
+    json_object *d = json_tokener_parse(meta), *inner;
     free(meta);
+    if (json_object_object_get_ex(d, "descriptor", &inner)) { /* signed (auth): unwrap */
+        json_object *plain = json_tokener_parse(json_object_get_string(inner));
+        json_object_put(d);
+        d = plain;
+    }
     json_object_object_add(d, "name", json_object_new_string(f->name));
-    f->meta = strdup(json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
+    char *plain = strdup(json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
     json_object_put(d);
+    f->meta = plain;
+    if (v->auth) { /* this helper holds the secret: its descriptor is signed */
+        cr_assert_eq(tern_desc_sign(v->auth, f->name, plain, &f->meta, err, sizeof err), 0,
+                     "%s", err);
+    }
     uint64_t any = 0;
-    json_object *m = json_tokener_parse(f->meta), *bufs;
+    json_object *m = json_tokener_parse(plain), *bufs;
     cr_assert(json_object_object_get_ex(m, "buffers", &bufs));
     any = json_object_get_uint64(
         json_object_object_get(json_object_array_get_idx(bufs, 0), "addr"));
     json_object_put(m);
+    if (f->meta != plain)
+        free(plain);
     tern_segment_id seg = tern_segment_open(x, f->name);
     cr_assert_geq(seg, 0, "%s", tern_engine_last_error(x));
     char msg[512]; /* X's own buffer as the source: its byte stays 0 */

@@ -75,6 +75,20 @@ void unload_plugin(void)
 }
 
 /* A plugin instance with optional key=value options (pairs, NULL-ended). */
+static void *start_va(inst *in, const char *k0, ...)
+{
+    va_list ap;
+    va_start(ap, k0);
+    void *ctx = plugin_host_start(&in->ph, T, 3000, h_complete, k0, ap);
+    va_end(ap);
+    return ctx;
+}
+
+static void *start_no_options(inst *in)
+{
+    return start_va(in, NULL);
+}
+
 inst *inst_new(const char *k0, ...)
 {
     inst *in = calloc(1, sizeof *in);
@@ -84,6 +98,17 @@ inst *inst_new(const char *k0, ...)
     va_start(ap, k0);
     in->ctx = plugin_host_start(&in->ph, T, 3000, h_complete, k0, ap);
     va_end(ap);
+    return in;
+}
+
+inst *inst_new_auth(const struct tern_auth *a, const char *server_name)
+{
+    inst *in = calloc(1, sizeof *in);
+    pthread_mutex_init(&in->cq_mu, NULL);
+    pthread_cond_init(&in->cq_cv, NULL);
+    in->ph.auth = a;
+    in->ph.server_name = server_name;
+    in->ctx = start_no_options(in);
     return in;
 }
 

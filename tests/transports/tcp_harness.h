@@ -48,6 +48,10 @@ void load_plugin(void);
 void unload_plugin(void);
 /* A plugin instance with optional key=value options (pairs, NULL-ended). */
 inst *inst_new(const char *k0, ...);
+/* An instance named server_name whose host services prove the secret a
+ * (auth_mac), as an engine with auth_secret_file. */
+struct tern_auth;
+inst *inst_new_auth(const struct tern_auth *a, const char *server_name);
 void inst_free(inst *in);
 /* An endpoint from `from` to `to`'s advertised data port, connected. */
 void *ep_to(inst *from, inst *to);

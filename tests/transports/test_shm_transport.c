@@ -103,7 +103,9 @@ static tern_desc *blob_of(inst *in)
 /* The active side's ep_open with this blob; returns the code (ep in *ep). */
 static int open_active(inst *from, const tern_desc *blob, void **ep, char *err, size_t errlen)
 {
-    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "peer", .peer_segment = blob};
+    /* every harness instance is named 127.0.0.1:0: the proofs bind that name */
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "127.0.0.1:0",
+                        .peer_segment = blob};
     return T->ep_open(from->ctx, &p, ep, err, errlen);
 }
 
@@ -113,7 +115,7 @@ static tern_desc *answer(inst *to, void *active_ep, void **pep)
 {
     tern_desc *fields = tern_desc_new(), *empty = tern_desc_new(), *reply = tern_desc_new();
     cr_assert_eq(T->ep_describe(active_ep, fields), 0);
-    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "initiator",
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "127.0.0.1:0",
                         .peer_segment = empty, .passive = 1};
     char err[512] = "";
     cr_assert_eq(T->ep_open(to->ctx, &p, pep, err, sizeof err), 0, "passive open: %s", err);
@@ -493,7 +495,7 @@ Test(shm_transport, passive_endpoint_copies_back_only_to_a_proven_initiator)
     uint64_t n0 = 0;
     tern_desc_get_u64(fields, "nonce0", &n0);
     tern_desc_set_u64(fields, "nonce0", n0 ^ 1);
-    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "initiator",
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "127.0.0.1:0",
                         .peer_segment = empty, .passive = 1};
     cr_assert_eq(T->ep_open(b->ctx, &p, &pep, err, sizeof err), 0, "%s", err);
     cr_assert_eq(T->ep_connect(pep, fields, err, sizeof err), 0,
@@ -510,6 +512,39 @@ Test(shm_transport, passive_endpoint_copies_back_only_to_a_proven_initiator)
     tern_desc_free(blob);
     tern_desc_free(fields);
     tern_desc_free(empty);
+    inst_free(a);
+    inst_free(b);
+}
+
+/* A relay: the initiator asked for segment X, a process posing as X passed
+ * its handshake on to engine b, and b answered.  b's proof is bound to its
+ * own segment name, so the initiator, checking the name it asked for,
+ * refuses it and nothing is written into b. */
+Test(shm_transport, relayed_handshake_is_refused_by_the_initiator)
+{
+    inst *a = inst_new(NULL), *b = inst_new(NULL);
+    region mine = reg(a, 65536), theirs = reg(b, 65536);
+    fill(mine.buf, 65536, 3);
+    memset(theirs.buf, 0, 65536);
+    tern_desc *blob = blob_of(b); /* b's identity, served as X's */
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "127.0.0.1:9", /* X */
+                        .peer_segment = blob};
+    void *ep = NULL, *pep = NULL;
+    char err[512] = "";
+    cr_assert_eq(T->ep_open(a->ctx, &p, &ep, err, sizeof err), 0, "%s", err);
+    tern_desc *reply = answer(b, ep, &pep); /* b answers as itself */
+    int rc = T->ep_connect(ep, reply, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_UNREACHABLE, "a relayed handshake was accepted (%d): %s", rc, err);
+    cr_assert(strstr(err, "127.0.0.1:9"), "the refusal names the segment asked for: %s", err);
+    tern_slice *w = mk(1, mine.buf, mine.key, (uintptr_t)theirs.buf, theirs.key, 65536);
+    cr_assert_lt(T->submit(ep, &w, 1), 0, "an endpoint whose handshake failed took a slice");
+    for (int i = 0; i < 65536; i++)
+        cr_assert_eq(theirs.buf[i], 0, "bytes landed in b through the relay");
+    free(w);
+    T->ep_close(ep);
+    T->ep_close(pep);
+    tern_desc_free(reply);
+    tern_desc_free(blob);
     inst_free(a);
     inst_free(b);
 }

@@ -228,6 +228,9 @@ static int shm_ep_open(void *vctx, const tern_ep_params *params, void **out, cha
         ep->have_blob = 1;
         ep_set_peer(ep, &peer);
     }
+    const char *self = ctx->host->server_name ? ctx->host->server_name : "";
+    snprintf(ep->initiator, sizeof ep->initiator, "%s", params->passive ? who : self);
+    snprintf(ep->target, sizeof ep->target, "%s", params->passive ? self : who);
     *out = ep;
     return 0;
 }
@@ -239,9 +242,11 @@ static int shm_ep_describe(void *vep, tern_desc *out)
     shm_ctx *ctx = ep->ctx;
     const tern_host_services *h = ctx->host;
     if (!ep->passive) { /* a fresh nonce, proven to the peer from our table */
-        if (shm_random(ep->nonce, sizeof ep->nonce) != 0)
+        uint64_t bound[2];
+        if (shm_random(ep->nonce, sizeof ep->nonce) != 0 ||
+            shm_bind(h, 0, ep->nonce, ep->initiator, ep->target, bound) != 0)
             return TERN_ERR_IO;
-        ep->slot = shm_local_prove(&ctx->local, ep->peer.instance, ep->nonce);
+        ep->slot = shm_local_prove(&ctx->local, ep->peer.instance, bound);
     }
     int rc = shm_ident_put(h, out, &ctx->self);
     rc = rc ? rc : h->desc_set_u64(out, "nonce0", ep->nonce[0]);
@@ -250,22 +255,28 @@ static int shm_ep_describe(void *vep, tern_desc *out)
     return rc;
 }
 
-/* The peer's table must hold, at its proof slot, our instance and nonce. */
-static int check_proof(shm_ep *ep, uint64_t slot, uint64_t want_instance, char *err,
-                       size_t errlen)
+/* The peer's table must hold, at its proof slot, our instance and the
+ * nonce bound to the direction and both segment names (shm_bind): the
+ * target's echo (to_target) or the initiator's own proof. */
+static int check_proof(shm_ep *ep, uint64_t slot, uint64_t want_instance, int to_target,
+                       char *err, size_t errlen)
 {
     shm_proof pr;
+    uint64_t want[2];
     int rc = shm_remote_proof(&ep->remote, (unsigned)(slot < SHM_PROOF_SLOTS ? slot : 0), &pr,
                               err, errlen);
     if (rc)
         return rc;
-    if (slot >= SHM_PROOF_SLOTS || pr.magic != SHM_PROOF_MAGIC ||
-        pr.peer_instance != want_instance || pr.nonce[0] != ep->nonce[0] ||
-        pr.nonce[1] != ep->nonce[1])
+    if (shm_bind(ep->ctx->host, to_target, ep->nonce, ep->initiator, ep->target, want) != 0 ||
+        slot >= SHM_PROOF_SLOTS || pr.magic != SHM_PROOF_MAGIC ||
+        pr.peer_instance != want_instance || pr.nonce[0] != want[0] || pr.nonce[1] != want[1])
         return ferr(err, errlen, TERN_ERR_UNREACHABLE,
-                    "shm: process %llu does not show this handshake's nonce in its table (proof "
-                    "slot %llu): it is not the engine that answered the handshake",
-                    (unsigned long long)ep->peer.pid, (unsigned long long)slot);
+                    "shm: process %llu does not show this handshake's nonce bound to segments "
+                    "%.100s -> %.100s in its table (proof slot %llu): it is not the engine "
+                    "that answered the handshake for %.100s (a relayed handshake, or another "
+                    "engine's descriptor)", (unsigned long long)ep->peer.pid, ep->initiator,
+                    ep->target, (unsigned long long)slot,
+                    to_target ? ep->target : ep->initiator);
     return 0;
 }
 
@@ -300,7 +311,7 @@ static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[
                            (unsigned long long)ep->peer.instance), err);
     int rc = shm_ident_reach(&ctx->self, &ep->peer, err, errlen);
     if (rc == 0)
-        rc = check_proof(ep, slot, ctx->self.instance, err, errlen);
+        rc = check_proof(ep, slot, ctx->self.instance, 1, err, errlen);
     if (rc)
         return unreachable(ctx, rc, err);
     ep->connected = 1;
@@ -329,13 +340,16 @@ static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce
     if (rc == 0)
         rc = shm_ident_reach(&ctx->self, id, why, sizeof why);
     if (rc == 0)
-        rc = check_proof(ep, slot, ctx->self.instance, why, sizeof why);
+        rc = check_proof(ep, slot, ctx->self.instance, 0, why, sizeof why);
     if (rc) {
         ep->unreachable = 1;
         snprintf(ep->why, sizeof ep->why, "%s", why);
     }
-    /* Echo the initiator's nonce into our own table: its proof of us. */
-    ep->slot = shm_local_prove(&ctx->local, id->instance, nonce);
+    /* Echo the initiator's nonce, bound to our own name, into our own
+     * table: its proof of us (never of the name a relay asked for). */
+    uint64_t bound[2] = {0, 0};
+    shm_bind(ctx->host, 1, nonce, ep->initiator, ep->target, bound);
+    ep->slot = shm_local_prove(&ctx->local, id->instance, bound);
     ep->connected = 1;
     return 0;
 }

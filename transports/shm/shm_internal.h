@@ -79,6 +79,10 @@ int shm_ident_reach(const shm_ident *self, const shm_ident *peer, char *err, siz
 /* Why process_vm_* on pid failed with errno e: one sentence, cause and fix. */
 void shm_ident_explain(pid_t pid, int e, char *out, size_t outlen);
 int shm_random(void *buf, size_t len);
+/* The proof value of a handshake (shm_bind.c): nonce bound to the direction
+ * (to_target: the target's echo) and both segment names. */
+int shm_bind(const tern_host_services *h, int to_target, const uint64_t nonce[2],
+             const char *initiator, const char *target, uint64_t out[2]);
 
 /* ---- this process's table (shm_table.c) ------------------------------------ */
 
@@ -146,6 +150,7 @@ typedef struct shm_ep {
     shm_remote remote;
     uint64_t nonce[2];
     unsigned slot;       /* our proof slot for this handshake */
+    char initiator[256], target[256]; /* segment names the proofs bind (shm_bind) */
     int connected;
     int unreachable;     /* passive: the peer could not be proven from here */
     char why[256];

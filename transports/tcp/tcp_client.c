@@ -226,7 +226,7 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
                         "is its advertised tcp host/port reachable from here?)", ep->peer,
                         strerror(e));
     }
-    rc = tcp_auth_client(ctx, fd, ep->peer, err, errlen);
+    rc = tcp_auth_client(ctx, fd, ep->peer, ep->segment, err, errlen);
     if (rc) {
         close(fd);
         return rc;
@@ -636,6 +636,7 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
     ep->port = (uint16_t)port;
     snprintf(ep->peer, sizeof ep->peer, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
              ep->port);
+    snprintf(ep->segment, sizeof ep->segment, "%s", p->peer_name ? p->peer_name : "");
     ep->nconn = ctx->opt_nconn;
     ep->conns = calloc((size_t)ep->nconn, sizeof *ep->conns);
     if (!ep->conns) {

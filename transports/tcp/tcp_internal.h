@@ -122,6 +122,7 @@ typedef struct tcp_ep {
     char host[TCP_HOST_MAX];
     uint16_t port;
     char peer[TCP_HOST_MAX + 8];     /* "host:port" for messages */
+    char segment[256];               /* the segment name asked for (auth binds it) */
     struct sockaddr_storage addr;
     socklen_t addrlen;
     int nconn;                       /* the maximum */

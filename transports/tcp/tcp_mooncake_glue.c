@@ -148,6 +148,14 @@ int tcp_any_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, 
     const char *wire = ctx && p && p->peer_segment
                            ? ctx->host.desc_get_str(p->peer_segment, "wire")
                            : NULL;
+    if (wire && strcmp(wire, "mooncake") == 0 && ctx->auth)
+        /* The format cannot prove the secret: with auth on, a descriptor
+         * pointing there is refused, never used without authentication. */
+        return tcp_errf(err, errlen, TERN_ERR_AUTH,
+                        "tcp ep_open: segment %s points at Mooncake's data format "
+                        "(\"wire\": \"mooncake\"), which cannot prove the shared secret; "
+                        "refused because auth_secret_file is set",
+                        p->peer_name ? p->peer_name : "?");
     if (wire && strcmp(wire, "mooncake") == 0)
         return mc_ep_open(ctx, p, out, err, errlen);
     return tcp_ep_open(vctx, p, out, err, errlen);

@@ -343,8 +343,18 @@ static void srv_hello(tcp_srv_conn *c)
         return;
     }
     uint8_t ch[TCP_AUTH_CHALLENGE_SIZE];
-    memcpy(c->nc, c->in + 8, 32);
-    if (tcp_auth_challenge(ctx, c->in, ch, c->ns) != 0 || out_append(c, ch, sizeof ch) != 0) {
+    memcpy(c->hello, c->in, sizeof c->hello);
+    int rc = tcp_auth_challenge(ctx, c->hello, ch, c->ns);
+    if (rc == TERN_ERR_AUTH) { /* not asking for us: say so, answer for no one else */
+        out_append(c, ch, sizeof ch);
+        tcp_warn_limited(ctx, &ctx->rl_auth,
+                         "authentication failed: peer %s asked for another segment than this "
+                         "one (%s), or is an older tern: a descriptor that is not ours points "
+                         "at this data port", c->peer, ctx->host.server_name);
+        c->state = S_CLOSING;
+        return;
+    }
+    if (rc != 0 || out_append(c, ch, sizeof ch) != 0) {
         c->state = S_CLOSING;
         return;
     }
@@ -355,7 +365,7 @@ static void srv_hello(tcp_srv_conn *c)
 static void srv_proof(tcp_srv_conn *c)
 {
     tcp_ctx *ctx = c->ctx;
-    int rc = tcp_auth_verify(ctx, c->ns, c->nc, c->in);
+    int rc = tcp_auth_verify(ctx, c->hello, c->ns, c->in);
     uint8_t v[TCP_AUTH_VERDICT_SIZE];
     tcp_put32(v, TCP_AUTH_VERDICT);
     tcp_put32(v + 4, (uint32_t)(rc == 0 ? 0 : TERN_ERR_AUTH));

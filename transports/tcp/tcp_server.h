@@ -23,7 +23,8 @@ struct tcp_srv_conn {
     tcp_srv_conn *sprev, *snext;     /* ctx->strangers, under srv_mu */
     uint8_t in[TCP_AUTH_HELLO_SIZE];
     size_t have;
-    uint8_t nc[32], ns[32];
+    uint8_t hello[TCP_AUTH_HELLO_SIZE]; /* the initiator's, kept for its proof */
+    uint8_t ns[32];
     tcp_req q;
     int status;                      /* of a refused request being drained */
     tcp_mr *mr;
