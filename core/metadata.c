@@ -452,6 +452,13 @@ int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json, cha
                          segment, key);
     if (rc)
         return store_err(md, rc, "fetch", segment, perr, err, errlen);
+    if (len > md->max_frame) { /* the handshake's bound holds for every store */
+        free(v);
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                         "metadata %s: fetch %s: a descriptor of %zu bytes, above the limit "
+                         "of %llu bytes (handshake_max_frame); the store holds something else",
+                         md->uri, segment, len, (unsigned long long)md->max_frame);
+    }
     /* Values are text; make sure the caller gets a C string. */
     char *s = malloc(len + 1);
     if (!s) {

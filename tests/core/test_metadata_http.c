@@ -221,3 +221,37 @@ Test(http, two_engines_move_verified_bytes, .timeout = 120)
     free(rb);
     stop(pid);
 }
+
+/* A store may hold any value, but a descriptor fetched from it is bounded
+ * as one fetched over the handshake is (TERN_METASTORE_MAX_VALUE = the
+ * handshake's max frame, 1 MiB): a 2 MiB value is refused naming the limit,
+ * while a legitimate descriptor beside it is still fetched intact. */
+Test(http, descriptor_larger_than_the_handshake_limit_is_refused, .timeout = 60)
+{
+    int port;
+    pid_t pid = start_server(&port);
+    char uri[128];
+    snprintf(uri, sizeof uri, "http://127.0.0.1:%d/metadata", port);
+    tern_metadata *md = open_md(uri);
+    size_t n = 2u << 20;
+    char *big = malloc(n + 16);
+    cr_assert_not_null(big);
+    memcpy(big, "{\"pad\":\"", 8);
+    memset(big + 8, 'x', n);
+    memcpy(big + 8 + n, "\"}", 3);
+    cr_assert_eq(tern_metadata_publish(md, "10.0.0.8:1", big, err, sizeof err), 0, "%s", err);
+    const char *ok = "{\"name\":\"10.0.0.9:1\",\"v\":1}";
+    cr_assert_eq(tern_metadata_publish(md, "10.0.0.9:1", ok, err, sizeof err), 0, "%s", err);
+    char *got = NULL;
+    int rc = tern_metadata_fetch(md, "10.0.0.8:1", &got, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_PROTOCOL, "a 2 MiB descriptor was accepted: %s (%s)",
+                 tern_strerror(rc), err);
+    cr_assert_null(got);
+    cr_assert(strstr(err, "1 MiB"), "the refusal does not name the limit: %s", err);
+    cr_assert_eq(tern_metadata_fetch(md, "10.0.0.9:1", &got, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(got, ok);
+    free(got);
+    free(big);
+    tern_metadata_close(md);
+    stop(pid);
+}
