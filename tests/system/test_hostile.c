@@ -459,6 +459,111 @@ Test(hostile, thousand_idle_connections_to_both_ports)
     check_guards();
 }
 
+/* ---- kept Notify connections ------------------------------------------------ */
+
+#define KEPT_N 1100
+
+typedef struct kept_flood {
+    pthread_t t;
+    atomic_int stop;
+    int fds[KEPT_N];
+    long notifies, reconnects;
+} kept_flood;
+
+static void notify_frame(int fd)
+{
+    static const char json[] = "{\"from\":\"127.0.0.1:9\",\"name\":\"n\",\"notify_msg\":\"x\"}";
+    uint8_t f[9 + sizeof json - 1];
+    uint64_t len = sizeof json; /* the type byte and the JSON */
+    for (int k = 0; k < 8; k++)
+        f[k] = (uint8_t)(len >> (8 * k));
+    f[8] = TERN_HS_NOTIFY;
+    memcpy(f + 9, json, sizeof json - 1);
+    if (send(fd, f, sizeof f, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* closed: seen below */
+    }
+}
+
+/* KEPT_N connections, each sending a Notify more often than io_timeout
+ * (1 s here) and reading its replies: on a daemon that renews an
+ * unproven connection's deadline with each answer they never go.  One the
+ * daemon closed is dialled again, as an attacker would. */
+static void *kept_main(void *arg)
+{
+    kept_flood *k = arg;
+    while (!atomic_load(&k->stop)) {
+        for (int i = 0; i < KEPT_N && !atomic_load(&k->stop); i++) {
+            char sink[4096];
+            ssize_t r;
+            while ((r = recv(k->fds[i], sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+            }
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                close(k->fds[i]);
+                k->fds[i] = dial(hs_port);
+                k->reconnects++;
+            }
+            notify_frame(k->fds[i]);
+            k->notifies++;
+        }
+        usleep(600 * 1000);
+    }
+    return NULL;
+}
+
+/* A metadata fetch by a new initiator while KEPT_N connections are kept
+ * open by Notify frames: answered in < 1 s (unproven connections hold at
+ * most a share of the daemon's slots and never renew their lifetime; a
+ * newcomer takes the slot of an idle one). */
+Test(hostile, kept_notify_connections_leave_room_for_metadata)
+{
+    test_need_fds((rlim_t)2 * KEPT_N + 1024);
+    static kept_flood k;
+    memset(&k, 0, sizeof k);
+    for (int i = 0; i < KEPT_N; i++) {
+        k.fds[i] = dial(hs_port);
+        notify_frame(k.fds[i]);
+    }
+    cr_assert_eq(pthread_create(&k.t, NULL, kept_main, &k), 0);
+    usleep(1500 * 1000); /* past io_timeout: only renewed connections are still open */
+    legit l;
+    legit_start(&l);
+    char name[64], err[512];
+    snprintf(name, sizeof name, "127.0.0.1:%u", hs_port);
+    long worst = 0;
+    for (int i = 0; i < 8; i++) {
+        uint64_t t0 = tern_now_ms();
+        char *reply = NULL;
+        size_t rlen = 0;
+        int rc = tern_hs_request(name, TERN_HS_METADATA, "{}", 2, &reply, &rlen, 0, 3000, 3000,
+                                 err, sizeof err);
+        long ms = (long)(tern_now_ms() - t0);
+        cr_assert_eq(rc, 0, "metadata fetch %d during the flood: %s", i, err);
+        cr_assert(reply && strstr(reply, "\"name\""), "not a descriptor: %.200s",
+                  reply ? reply : "(none)");
+        free(reply);
+        worst = ms > worst ? ms : worst;
+        usleep(300 * 1000);
+    }
+    /* A new initiator engine opens the segment (its own metadata fetch). */
+    tern_engine *C = tern_engine_create_from_yaml(yaml_peer, "new-initiator", err, sizeof err);
+    cr_assert_not_null(C, "%s", err);
+    uint64_t t0 = tern_now_ms();
+    tern_segment_id cs = tern_segment_open(C, tern_engine_server_name(E));
+    long open_ms = (long)(tern_now_ms() - t0);
+    cr_assert_geq(cs, 0, "a new initiator could not open the segment: %s",
+                  tern_engine_last_error(C));
+    tern_engine_destroy(C);
+    atomic_store(&k.stop, 1);
+    pthread_join(k.t, NULL);
+    legit_stop(&l, "kept Notify connections");
+    for (int i = 0; i < KEPT_N; i++)
+        close(k.fds[i]);
+    cr_log_info("%d kept Notify connections (%ld notifies, %ld redials): metadata fetch worst "
+                "%ld ms, segment open %ld ms", KEPT_N, k.notifies, k.reconnects, worst, open_ms);
+    cr_assert_lt(worst, 1000, "a metadata fetch took %ld ms during the flood", worst);
+    cr_assert_lt(open_ms, 1000, "opening the segment took %ld ms during the flood", open_ms);
+    check_guards();
+}
+
 Test(hostile, random_bytes_to_both_ports)
 {
     legit l;
