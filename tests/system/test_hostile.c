@@ -23,11 +23,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../transports/tcp/tcp_mooncake.h"
 #include "../transports/tcp/tcp_wire.h"
 #include "desc.h"
 #include "fd_limit.h"
@@ -562,6 +568,175 @@ Test(hostile, kept_notify_connections_leave_room_for_metadata)
     cr_assert_lt(worst, 1000, "a metadata fetch took %ld ms during the flood", worst);
     cr_assert_lt(open_ms, 1000, "opening the segment took %ld ms during the flood", open_ms);
     check_guards();
+}
+
+/* ---- the open-file limit ---------------------------------------------------- */
+
+#define NOFILE_TARGET 64 /* the target's open-file limit; it idles at about 16 */
+#define NOFILE_FLOOD 150 /* connections to each data port: far past that */
+
+/* CPU seconds (user + system) process pid has used. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    const char *p = strrchr(line, ')'); /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    cr_assert_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st),
+                 2, "%s: %s", path, line);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A connect that does not wait for a backlog with room. */
+static int dial_nowait(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    cr_assert(rc == 0 || errno == EINPROGRESS, "connect %u: %s", port, strerror(errno));
+    return fd;
+}
+
+/* WRITE then READ back LEGIT_LEN bytes at remote through engine e: 0 when
+ * the bytes came back equal. */
+static int verified_round(tern_engine *e, tern_segment_id sg, uint8_t *local, uint64_t remote,
+                          unsigned seed, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < LEGIT_LEN; i++)
+        local[i] = (uint8_t)(i * 13 + seed);
+    memset(local + LEGIT_LEN, 0, LEGIT_LEN);
+    tern_request w = {.opcode = TERN_WRITE, .local = local, .segment = sg, .remote = remote,
+                      .length = LEGIT_LEN};
+    tern_request r = w;
+    r.opcode = TERN_READ;
+    r.local = local + LEGIT_LEN;
+    tern_batch *b = tern_batch_alloc(e, 2);
+    int rc = b && tern_batch_submit(b, &w, 1) == 1 && tern_batch_wait(b, 10000) == 0 &&
+                     tern_batch_submit(b, &r, 1) == 1 && tern_batch_wait(b, 10000) == 0
+                 ? memcmp(local, local + LEGIT_LEN, LEGIT_LEN) != 0
+                 : -1;
+    snprintf(why, whylen, "%s / %s", rc < 0 && b ? tern_batch_error(b, 0) : "bytes differ",
+             tern_engine_last_error(e));
+    if (b)
+        tern_batch_free(b);
+    return rc;
+}
+
+/* One Mooncake-format READ of len bytes at addr on a new connection. */
+static int mooncake_read(uint16_t port, uint64_t addr, uint8_t *out, size_t len)
+{
+    int fd = dial(port);
+    uint8_t hdr[TCP_MC_HDR_SIZE] = {0};
+    for (int k = 0; k < 8; k++) {
+        hdr[k] = (uint8_t)((uint64_t)len >> (8 * k));
+        hdr[8 + k] = (uint8_t)(addr >> (8 * k));
+    }
+    hdr[16] = TCP_MC_OP_READ;
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int rc = send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == (ssize_t)sizeof hdr ? 0 : -1;
+    size_t got = 0;
+    while (!rc && got < len) {
+        ssize_t n = recv(fd, out + got, len - got, 0);
+        if (n <= 0)
+            rc = -1;
+        else
+            got += (size_t)n;
+    }
+    close(fd);
+    return rc;
+}
+
+/* A target whose open-file limit is NOFILE_TARGET, flooded on its tcp data
+ * port and its Mooncake-format port: accept fails with EMFILE while the
+ * backlog stays readable; the listeners pause instead of spinning (< 10% of
+ * a core over 2 s, measured from /proc), and once the flood is gone a new
+ * initiator and a Mooncake-format client are both served, bytes verified. */
+Test(hostile, data_ports_at_the_open_file_limit_pause_and_recover)
+{
+    test_need_fds(4 * NOFILE_FLOOD + 1024);
+    int in[2], out[2];
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(out), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        struct rlimit rl = {NOFILE_TARGET, NOFILE_TARGET};
+        setrlimit(RLIMIT_NOFILE, &rl);
+        execl(TERN_BUILD_DIR "/bin/tern-test-mooncake-peer", "tern-test-mooncake-peer",
+              "target", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    FILE *rf = fdopen(out[0], "r");
+    char line[256] = "", name[128] = "";
+    unsigned long long taddr = 0;
+    cr_assert_not_null(fgets(line, sizeof line, rf), "the target did not start");
+    cr_assert_eq(sscanf(line, "READY %127s %llu", name, &taddr), 2, "%s", line);
+    tern_segment_id tseg = tern_segment_open(A, name);
+    cr_assert_geq(tseg, 0, "%s", tern_engine_last_error(A));
+    char *json = NULL, err[1024];
+    cr_assert_eq(tern_segment_descriptor(A, tseg, &json), 0);
+    tern_segment_desc *d = NULL;
+    cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &d, err, sizeof err), 0, "%s", err);
+    uint16_t mc_port = d->tcp_data_port;
+    uint64_t dport = 0;
+    const tern_seg_transport *t = tern_segment_find_transport(d, "tcp");
+    cr_assert(t && t->addr && tern_desc_get_u64(t->addr, "port", &dport) == 0 && dport);
+    cr_assert_gt(mc_port, 0, "the target has no Mooncake-format port");
+    tern_segment_desc_free(d);
+    free(json);
+    int fds[2 * NOFILE_FLOOD];
+    for (int i = 0; i < NOFILE_FLOOD; i++) {
+        fds[2 * i] = dial_nowait((uint16_t)dport);
+        fds[2 * i + 1] = dial_nowait(mc_port);
+    }
+    usleep(500 * 1000); /* the target reaches its limit */
+    double c0 = cpu_seconds(pid);
+    usleep(2000 * 1000);
+    double used = cpu_seconds(pid) - c0;
+    for (int i = 0; i < 2 * NOFILE_FLOOD; i++)
+        close(fds[i]);
+    cr_log_info("open-file limit %d, %d connections to each data port: the target used %.3f s "
+                "of CPU in 2 s", NOFILE_TARGET, NOFILE_FLOOD, used);
+    cr_assert_lt(used, 0.2, "the target used %.0f%% of a core at its open-file limit",
+                 used * 50);
+    /* Recovery: a new initiator (new connections) moves verified bytes... */
+    usleep(500 * 1000);
+    tern_engine *C = tern_engine_create_from_yaml(yaml_peer, "after-the-flood", err, sizeof err);
+    cr_assert_not_null(C, "%s", err);
+    uint8_t *cb = malloc(2 * LEGIT_LEN);
+    cr_assert_eq(tern_register_memory(C, cb, 2 * LEGIT_LEN, NULL), 0);
+    tern_segment_id cs = tern_segment_open(C, name);
+    cr_assert_geq(cs, 0, "%s", tern_engine_last_error(C));
+    cr_assert_eq(verified_round(C, cs, cb, taddr, 3, err, sizeof err), 0,
+                 "the data port did not recover: %s", err);
+    /* ...and a Mooncake-format client reads them back. */
+    uint8_t *mb = malloc(LEGIT_LEN);
+    cr_assert_eq(mooncake_read(mc_port, taddr, mb, LEGIT_LEN), 0,
+                 "the Mooncake-format port did not recover");
+    cr_assert_eq(memcmp(mb, cb, LEGIT_LEN), 0, "Mooncake-format READ: bytes differ");
+    tern_engine_destroy(C);
+    free(cb);
+    free(mb);
+    if (write(in[1], "EXIT\n", 5) != 5) { /* it is killed below anyway */
+    }
+    close(in[1]);
+    fclose(rf);
+    for (int i = 0; i < 50 && waitpid(pid, NULL, WNOHANG) == 0; i++)
+        usleep(100 * 1000);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
 }
 
 Test(hostile, random_bytes_to_both_ports)

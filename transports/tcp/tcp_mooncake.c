@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/accept.h"
 #include "tern/errors.h"
 #include "tern/tern.h"
 
@@ -279,13 +280,21 @@ static void *srv_conn_main(void *arg)
     return NULL;
 }
 
-static void srv_accept_one(tcp_mc_server *s)
+/* Returns -1 when accept() lacked a resource (tern/accept.h): the caller
+ * pauses accepting. */
+static int srv_accept_one(tcp_mc_server *s)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-    if (fd < 0)
-        return;
+    if (fd < 0) {
+        if (!tern_accept_starved(errno))
+            return 0;
+        mc_log(&s->h, TERN_LOG_WARN, "tcp: cannot accept Mooncake-format connections: %s "
+               "(raise the open files limit); accepting again in %d ms", strerror(errno),
+               TERN_ACCEPT_PAUSE_MS);
+        return -1;
+    }
     mc_srv_conn *c = calloc(1, sizeof *c);
     char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
     getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
@@ -323,6 +332,7 @@ static void srv_accept_one(tcp_mc_server *s)
         close(fd);
     }
     free(c);
+    return 0;
 }
 
 /* Every slot taken: the oldest connection that waits idle for a pooled
@@ -361,16 +371,18 @@ static void srv_make_room(tcp_mc_server *s)
 static void *srv_accept_main(void *arg)
 {
     tcp_mc_server *s = arg;
+    int paused = 0; /* accept lacked a resource: the listener is not watched for a while */
     for (;;) {
-        struct pollfd pf[2] = {{.fd = s->lfd, .events = POLLIN},
+        struct pollfd pf[2] = {{.fd = s->lfd, .events = paused ? 0 : POLLIN},
                                {.fd = s->stopfd, .events = POLLIN}};
-        if (poll(pf, 2, -1) < 0 && errno != EINTR)
+        if (poll(pf, 2, paused ? TERN_ACCEPT_PAUSE_MS : -1) < 0 && errno != EINTR)
             break;
         if (pf[1].revents & POLLIN)
             break;
+        paused = 0;
         if (pf[0].revents & POLLIN) {
             srv_make_room(s);
-            srv_accept_one(s);
+            paused = srv_accept_one(s) != 0;
         }
     }
     return NULL;
