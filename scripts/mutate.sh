@@ -87,6 +87,11 @@ tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &
 efa-shm-default-name | - | if \(\Kefa_is_shm\(d\)(?=\) \{\n        efa_shm_sweep) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-sweep-live | - | pid == getpid\(\) \|\| \Kkill\(pid, 0\) == 0 \|\| errno != ESRCH(?=\)) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-zombie-alive | - | p->pidfd = \Kefa_pidfd_open\(p->pid\)(?=;) | -1 | test_efa_transport | efa_transport/peer_exited_unreaped_is_dead_shm
+# -- budgets on every port: unproven handshake connections, listeners at the open-file limit, the HTTP store's limit
+tcp-accept-spins-at-emfile | - | \Ktcp_io_mod\(io, 0\);(?= /\* the backlog) | ; | test_hostile | hostile/data_ports_at_the_open_file_limit_pause_and_recover
+mooncake-accept-spins-at-emfile | - | paused = \Ksrv_accept_one\(s\) != 0(?=;) | (srv_accept_one(s), 0) | test_hostile | hostile/data_ports_at_the_open_file_limit_pause_and_recover
+http-descriptor-64mib | - | #define HTTP_MAX_RESPONSE \KTERN_METASTORE_MAX_VALUE | (64u << 20) | test_metadata_http | http/descriptor_larger_than_the_handshake_limit_is_refused
+hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | && 0 && !keep_budget(s, c) | test_hostile | hostile/kept_notify_connections_leave_room_for_metadata
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }
