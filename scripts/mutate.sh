@@ -92,6 +92,7 @@ tcp-accept-spins-at-emfile | - | \Ktcp_io_mod\(io, 0\);(?= /\* the backlog) | ; 
 mooncake-accept-spins-at-emfile | - | paused = \Ksrv_accept_one\(s\) != 0(?=;) | (srv_accept_one(s), 0) | test_hostile | hostile/data_ports_at_the_open_file_limit_pause_and_recover
 http-descriptor-64mib | - | #define HTTP_MAX_RESPONSE \KTERN_METASTORE_MAX_VALUE | (64u << 20) | test_metadata_http | http/descriptor_larger_than_the_handshake_limit_is_refused
 hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | && 0 && !keep_budget(s, c) | test_hostile | hostile/kept_notify_connections_leave_room_for_metadata
+memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }
