@@ -93,6 +93,7 @@ mooncake-accept-spins-at-emfile | - | paused = \Ksrv_accept_one\(s\) != 0(?=;) |
 http-descriptor-64mib | - | #define HTTP_MAX_RESPONSE \KTERN_METASTORE_MAX_VALUE | (64u << 20) | test_metadata_http | http/descriptor_larger_than_the_handshake_limit_is_refused
 hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | && 0 && !keep_budget(s, c) | test_hostile | hostile/kept_notify_connections_leave_room_for_metadata
 memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
+mooncake-no-progress-floor | - | if \(\Kbelow_floor\(g, t0, done\)(?=\)) | 0 && below_floor(g, t0, done) | test_hostile | hostile/mooncake_port_budgets_silent_and_trickled
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

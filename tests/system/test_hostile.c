@@ -653,14 +653,19 @@ static int mooncake_read(uint16_t port, uint64_t addr, uint8_t *out, size_t len)
     return rc;
 }
 
-/* A target whose open-file limit is NOFILE_TARGET, flooded on its tcp data
- * port and its Mooncake-format port: accept fails with EMFILE while the
- * backlog stays readable; the listeners pause instead of spinning (< 10% of
- * a core over 2 s, measured from /proc), and once the flood is gone a new
- * initiator and a Mooncake-format client are both served, bytes verified. */
-Test(hostile, data_ports_at_the_open_file_limit_pause_and_recover)
+/* A Mooncake-format target (tern-test-mooncake-peer) in its own process,
+ * at open-file limit nofile (0: as inherited), its segment opened by A. */
+typedef struct mc_tgt {
+    pid_t pid;
+    int in;     /* its stdin */
+    FILE *rf;   /* its stdout */
+    char name[128];
+    unsigned long long addr;
+    uint16_t data_port, mc_port;
+} mc_tgt;
+
+static void mc_target_start(mc_tgt *m, rlim_t nofile)
 {
-    test_need_fds(4 * NOFILE_FLOOD + 1024);
     int in[2], out[2];
     cr_assert_eq(pipe(in), 0);
     cr_assert_eq(pipe(out), 0);
@@ -670,32 +675,65 @@ Test(hostile, data_ports_at_the_open_file_limit_pause_and_recover)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(in[0], 0);
         dup2(out[1], 1);
-        struct rlimit rl = {NOFILE_TARGET, NOFILE_TARGET};
-        setrlimit(RLIMIT_NOFILE, &rl);
+        struct rlimit rl = {nofile, nofile};
+        if (nofile)
+            setrlimit(RLIMIT_NOFILE, &rl);
         execl(TERN_BUILD_DIR "/bin/tern-test-mooncake-peer", "tern-test-mooncake-peer",
               "target", (char *)NULL);
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
-    FILE *rf = fdopen(out[0], "r");
-    char line[256] = "", name[128] = "";
-    unsigned long long taddr = 0;
-    cr_assert_not_null(fgets(line, sizeof line, rf), "the target did not start");
-    cr_assert_eq(sscanf(line, "READY %127s %llu", name, &taddr), 2, "%s", line);
-    tern_segment_id tseg = tern_segment_open(A, name);
+    m->pid = pid;
+    m->in = in[1];
+    m->rf = fdopen(out[0], "r");
+    char line[256] = "", err[1024];
+    cr_assert_not_null(fgets(line, sizeof line, m->rf), "the target did not start");
+    cr_assert_eq(sscanf(line, "READY %127s %llu", m->name, &m->addr), 2, "%s", line);
+    tern_segment_id tseg = tern_segment_open(A, m->name);
     cr_assert_geq(tseg, 0, "%s", tern_engine_last_error(A));
-    char *json = NULL, err[1024];
+    char *json = NULL;
     cr_assert_eq(tern_segment_descriptor(A, tseg, &json), 0);
     tern_segment_desc *d = NULL;
     cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &d, err, sizeof err), 0, "%s", err);
-    uint16_t mc_port = d->tcp_data_port;
+    m->mc_port = d->tcp_data_port;
     uint64_t dport = 0;
     const tern_seg_transport *t = tern_segment_find_transport(d, "tcp");
     cr_assert(t && t->addr && tern_desc_get_u64(t->addr, "port", &dport) == 0 && dport);
-    cr_assert_gt(mc_port, 0, "the target has no Mooncake-format port");
+    cr_assert_gt(m->mc_port, 0, "the target has no Mooncake-format port");
+    m->data_port = (uint16_t)dport;
     tern_segment_desc_free(d);
     free(json);
+}
+
+static void mc_target_stop(mc_tgt *m)
+{
+    if (write(m->in, "EXIT\n", 5) != 5) { /* it is killed below anyway */
+    }
+    close(m->in);
+    fclose(m->rf);
+    for (int i = 0; i < 50 && waitpid(m->pid, NULL, WNOHANG) == 0; i++)
+        usleep(100 * 1000);
+    kill(m->pid, SIGKILL);
+    waitpid(m->pid, NULL, 0);
+}
+
+/* A target whose open-file limit is NOFILE_TARGET, flooded on its tcp data
+ * port and its Mooncake-format port: accept fails with EMFILE while the
+ * backlog stays readable; the listeners pause instead of spinning (< 10% of
+ * a core over 2 s, measured from /proc), and once the flood is gone a new
+ * initiator and a Mooncake-format client are both served, bytes verified. */
+Test(hostile, data_ports_at_the_open_file_limit_pause_and_recover)
+{
+    test_need_fds(4 * NOFILE_FLOOD + 1024);
+    mc_tgt m;
+    mc_target_start(&m, NOFILE_TARGET);
+    char err[1024];
+    const char *name = m.name;
+    unsigned long long taddr = m.addr;
+    uint16_t mc_port = m.mc_port;
+    uint64_t dport = m.data_port;
+    pid_t pid = m.pid;
     /* The Mooncake-format port holds what it accepts (one thread each), so
      * it takes the target to its limit; then the tcp data port's backlog
      * fills, with no stranger of its own to drop for room. */
@@ -733,14 +771,89 @@ Test(hostile, data_ports_at_the_open_file_limit_pause_and_recover)
     tern_engine_destroy(C);
     free(cb);
     free(mb);
-    if (write(in[1], "EXIT\n", 5) != 5) { /* it is killed below anyway */
+    mc_target_stop(&m);
+}
+
+/* ---- the Mooncake-format port's budgets ------------------------------------------ */
+
+#define MC_SILENT 300
+
+typedef struct trickle {
+    pthread_t t;
+    uint16_t port;
+    uint64_t addr;
+    int bytes_sent;
+    long closed_after_ms; /* -1: still open when the trickle gave up */
+} trickle;
+
+/* A WRITE of 4 KiB whose payload comes at 1 byte per second. */
+static void *trickle_main(void *arg)
+{
+    trickle *k = arg;
+    int fd = dial(k->port);
+    uint8_t hdr[TCP_MC_HDR_SIZE] = {0};
+    for (int i = 0; i < 8; i++) {
+        hdr[i] = (uint8_t)((uint64_t)4096 >> (8 * i));
+        hdr[8 + i] = (uint8_t)(k->addr >> (8 * i));
     }
-    close(in[1]);
-    fclose(rf);
-    for (int i = 0; i < 50 && waitpid(pid, NULL, WNOHANG) == 0; i++)
-        usleep(100 * 1000);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    hdr[16] = TCP_MC_OP_WRITE;
+    uint64_t t0 = tern_now_ms();
+    k->closed_after_ms = -1;
+    if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == (ssize_t)sizeof hdr)
+        for (int i = 0; i < 12; i++) {
+            uint8_t b = 0xEE;
+            if (send(fd, &b, 1, MSG_NOSIGNAL) != 1)
+                break;
+            k->bytes_sent++;
+            if (wait_closed(fd, 1000) >= 0)
+                break;
+        }
+    if (wait_closed(fd, 1) >= 0)
+        k->closed_after_ms = (long)(tern_now_ms() - t0);
+    close(fd);
+    return NULL;
+}
+
+/* The Mooncake-format port has the data port's budgets: MC_SILENT silent
+ * connections (more than its 256 slots) do not keep a legitimate Mooncake
+ * client out (a silent one is dropped for it, and after unproven_idle_ms
+ * anyway), and a WRITE trickled at 1 byte per second is cut once a
+ * progress window shows it below progress_min_rate. */
+Test(hostile, mooncake_port_budgets_silent_and_trickled)
+{
+    test_need_fds(2 * MC_SILENT + 1024);
+    mc_tgt m;
+    mc_target_start(&m, 0);
+    tern_segment_id tseg = tern_segment_open(A, m.name);
+    char err[1024];
+    cr_assert_eq(verified_round(A, tseg, abuf, m.addr, 9, err, sizeof err), 0, "%s", err);
+    trickle k = {.port = m.mc_port, .addr = m.addr + LEGIT_LEN};
+    cr_assert_eq(pthread_create(&k.t, NULL, trickle_main, &k), 0);
+    usleep(300 * 1000); /* the trickle is being served before the flood */
+    int fds[MC_SILENT];
+    for (int i = 0; i < MC_SILENT; i++)
+        fds[i] = dial_nowait(m.mc_port);
+    usleep(300 * 1000);
+    uint8_t *mb = malloc(LEGIT_LEN);
+    uint64_t t0 = tern_now_ms();
+    int rc = mooncake_read(m.mc_port, m.addr, mb, LEGIT_LEN);
+    long read_ms = (long)(tern_now_ms() - t0);
+    pthread_join(k.t, NULL);
+    for (int i = 0; i < MC_SILENT; i++)
+        close(fds[i]);
+    cr_log_info("%d silent Mooncake-format connections: a client's READ took %ld ms; a 1 B/s "
+                "WRITE was cut after %ld ms and %d bytes", MC_SILENT, read_ms,
+                k.closed_after_ms, k.bytes_sent);
+    cr_assert_eq(rc, 0, "a Mooncake-format client was not served beside %d silent connections",
+                 MC_SILENT);
+    cr_assert_eq(memcmp(mb, abuf, LEGIT_LEN), 0, "Mooncake-format READ: bytes differ");
+    cr_assert_lt(read_ms, 3000, "the READ took %ld ms", read_ms);
+    cr_assert_geq(k.closed_after_ms, 0, "a WRITE trickled at 1 B/s kept its connection");
+    cr_assert_geq(k.bytes_sent, 2, "the trickled WRITE was refused at once, not served");
+    cr_assert_lt(k.closed_after_ms, 8000, "the trickled WRITE was cut only after %ld ms",
+                 k.closed_after_ms);
+    free(mb);
+    mc_target_stop(&m);
 }
 
 Test(hostile, random_bytes_to_both_ports)
