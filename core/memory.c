@@ -157,8 +157,18 @@ static char *encode_local(tern_memory *e)
     return json;
 }
 
-/* Rebuild, store and publish (lock held exclusive). */
-static int publish_locked(tern_memory *e, char *err, size_t errlen)
+/* How long a register or unregister waits, with no lock held, for its
+ * descriptor to reach the store before it returns anyway (the keep-alive
+ * thread goes on writing it). */
+#define MEM_PUBLISH_WAIT_MS 250
+
+/* Rebuild, store and publish (lock held exclusive).  later: hand the
+ * descriptor to the store's background writer (tern_metadata_publish_async)
+ * instead of waiting for the store: the data path's read lock waits for
+ * this lock, and a store that hangs must not stall transfers; a register
+ * does not fail because a store is slow.  The engine's first publish waits
+ * (a store that is down is reported at creation). */
+static int publish_locked(tern_memory *e, int later, char *err, size_t errlen)
 {
     char *json = encode_local(e);
     if (!json)
@@ -166,7 +176,8 @@ static int publish_locked(tern_memory *e, char *err, size_t errlen)
     tern_segment_desc *d = NULL;
     int rc = tern_segment_desc_decode(json, strlen(json), &d, err, errlen);
     if (rc == 0)
-        rc = tern_metadata_publish(e->md, e->server_name, json, err, errlen);
+        rc = later ? tern_metadata_publish_async(e->md, e->server_name, json, err, errlen)
+                   : tern_metadata_publish(e->md, e->server_name, json, err, errlen);
     if (rc) {
         free(json);
         tern_segment_desc_free(d);
@@ -182,7 +193,7 @@ static int publish_locked(tern_memory *e, char *err, size_t errlen)
 int tern_memory_publish(tern_memory *m, char *err, size_t errlen)
 {
     pthread_rwlock_wrlock(&m->lock);
-    int rc = publish_locked(m, err, errlen);
+    int rc = publish_locked(m, 0, err, errlen);
     pthread_rwlock_unlock(&m->lock);
     return rc;
 }
@@ -478,7 +489,7 @@ int tern_memory_register_many(tern_memory *e, const tern_memory_region *r, size_
             tern_errf(err, errlen, rc, "region %zu of %zu: %s", done, n, msg);
         else
             tern_errf(err, errlen, rc, "%s", msg);
-    } else if ((rc = publish_locked(e, msg, sizeof msg)) != 0) {
+    } else if ((rc = publish_locked(e, 1, msg, sizeof msg)) != 0) {
         tern_errf(err, errlen, rc, "register: publishing the descriptor failed: %s", msg);
     }
     if (rc) /* keep registration and descriptor in step */
@@ -486,6 +497,8 @@ int tern_memory_register_many(tern_memory *e, const tern_memory_region *r, size_
             remove_at_locked(e, (uintptr_t)r[i].addr);
     pthread_rwlock_unlock(&e->lock);
     free(m);
+    if (!rc) /* a healthy store has it when we return; a slow one later */
+        tern_metadata_publish_wait(e->md, MEM_PUBLISH_WAIT_MS);
     return rc;
 }
 
@@ -517,8 +530,10 @@ int tern_memory_unregister_many(tern_memory *e, void *const *addrs, size_t n, ch
         removed++;
     }
     char msg[1024] = "";
-    int prc = removed ? publish_locked(e, msg, sizeof msg) : 0;
+    int prc = removed ? publish_locked(e, 1, msg, sizeof msg) : 0;
     pthread_rwlock_unlock(&e->lock);
+    if (removed && !prc)
+        tern_metadata_publish_wait(e->md, MEM_PUBLISH_WAIT_MS);
     if (prc && !rc)
         return tern_errf(err, errlen, prc, "unregister: publishing the descriptor failed: %s",
                          msg);

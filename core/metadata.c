@@ -62,6 +62,14 @@ struct tern_metadata {
     unsigned ka_gen;           /* bumped when the period changes (under mu) */
     pthread_cond_t ka_cv;
     unsigned long ka_rounds;   /* keep-alive writes/checks done (tests) */
+    /* a descriptor handed over by tern_metadata_publish_async, written by
+     * the keep-alive thread (under mu) */
+    char *pend_json;
+    char pend_name[MD_MAX_SEGMENT + 1];
+    uint64_t pend_at_ms;       /* the next try, tern_now_ms() */
+    int pend_backoff_ms;       /* after a failed write: doubling up to ka_ms */
+    unsigned pend_epoch;       /* bumped by unpublish: an older try is not put back */
+    int pend_busy;             /* a pending descriptor is being written */
 };
 
 static int is_p2p(const tern_metadata *md) { return md->ops == NULL; }
@@ -159,6 +167,7 @@ void tern_metadata_close(tern_metadata *md)
     if (started)
         pthread_join(md->ka, NULL);
     free(md->pub_json);
+    free(md->pend_json);
     if (md->ops)
         md->ops->close(md->store);
     if (md->dl)
@@ -241,32 +250,82 @@ static void keepalive_round(tern_metadata *md)
     md->ka_rounds++;
 }
 
+/* Write the pending descriptor (mu held; released meanwhile).  A failure
+ * keeps it pending, tried again after a backoff, unless a newer one or an
+ * unpublish came meanwhile. */
+static void pending_write(tern_metadata *md)
+{
+    char *json = md->pend_json, name[MD_MAX_SEGMENT + 1], key[512], perr[768] = "";
+    unsigned epoch = md->pend_epoch;
+    md->pend_json = NULL;
+    md->pend_busy = 1;
+    tern_strlcpy(name, md->pend_name, sizeof name);
+    pthread_mutex_unlock(&md->mu);
+    pthread_mutex_lock(&md->pub_mu);
+    int rc = tern_metadata_key(md, name, key, sizeof key) ? TERN_ERR_INVAL
+                                                          : store_write(md, key, json, perr,
+                                                                        sizeof perr);
+    if (rc == 0) { /* what the keep-alive writes from now on */
+        free(md->pub_json);
+        md->pub_json = json;
+        json = NULL;
+        tern_strlcpy(md->pub_name, name, sizeof md->pub_name);
+    }
+    pthread_mutex_unlock(&md->pub_mu);
+    pthread_mutex_lock(&md->mu);
+    if (rc == 0) {
+        md->pend_backoff_ms = 0;
+    } else {
+        if (!md->pend_json && epoch == md->pend_epoch) {
+            md->pend_json = json;
+            json = NULL;
+        }
+        int b = md->pend_backoff_ms ? md->pend_backoff_ms * 2 : 100;
+        md->pend_backoff_ms = b < md->ka_ms ? b : md->ka_ms;
+        md->pend_at_ms = tern_now_ms() + (uint64_t)md->pend_backoff_ms;
+    }
+    md->pend_busy = 0;
+    pthread_cond_broadcast(&md->ka_cv); /* tern_metadata_publish_wait */
+    free(json);
+}
+
+/* The keep-alive thread: writes a pending descriptor as soon as it is due,
+ * and rewrites the published one every ka_ms. */
 static void *keepalive_main(void *arg)
 {
     tern_metadata *md = arg;
     pthread_mutex_lock(&md->mu);
+    uint64_t next_ka = tern_now_ms() + (uint64_t)md->ka_ms;
     while (!md->ka_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += md->ka_ms / 1000;
-        until.tv_nsec += (long)(md->ka_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
+        uint64_t now = tern_now_ms(), wake = next_ka;
+        if (md->pend_json && md->pend_at_ms < wake)
+            wake = md->pend_at_ms;
+        if (now < wake) {
+            unsigned gen = md->ka_gen;
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            uint64_t ms = wake - now;
+            until.tv_sec += (time_t)(ms / 1000);
+            until.tv_nsec += (long)(ms % 1000) * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&md->ka_cv, &md->mu, &until);
+            if (gen != md->ka_gen) /* a new period: wait that long from now */
+                next_ka = tern_now_ms() + (uint64_t)md->ka_ms;
+            continue;
         }
-        unsigned gen = md->ka_gen;
-        int rc = 0;
-        while (!md->ka_stop && gen == md->ka_gen && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&md->ka_cv, &md->mu, &until);
-        if (md->ka_stop)
-            break;
-        if (rc != ETIMEDOUT)
-            continue; /* a new period: wait that long from now */
+        if (md->pend_json && md->pend_at_ms <= now) {
+            pending_write(md);
+            continue;
+        }
         pthread_mutex_unlock(&md->mu);
         pthread_mutex_lock(&md->pub_mu);
         keepalive_round(md);
         pthread_mutex_unlock(&md->pub_mu);
         pthread_mutex_lock(&md->mu);
+        next_ka = tern_now_ms() + (uint64_t)md->ka_ms;
     }
     pthread_mutex_unlock(&md->mu);
     return NULL;
@@ -362,6 +421,57 @@ static int publish_text(tern_metadata *md, const char *segment, const char *key,
     return 0;
 }
 
+int tern_metadata_publish_async(tern_metadata *md, const char *segment, const char *json,
+                                char *err, size_t errlen)
+{
+    char key[512];
+    if (!md || !json)
+        return tern_errf(err, errlen, TERN_ERR_INVAL, "metadata publish: no descriptor");
+    if (is_p2p(md)) /* nothing to wait for: our daemon serves it */
+        return tern_metadata_publish(md, segment, json, err, errlen);
+    if (tern_metadata_key(md, segment, key, sizeof key))
+        return bad_segment("publish", segment, err, errlen);
+    char *copy = NULL; /* with a secret, signed now: the writer stores it as it is */
+    if (md->auth) {
+        int src = tern_desc_sign(md->auth, segment, json, &copy, err, errlen);
+        if (src)
+            return src;
+    } else if (!(copy = strdup(json))) {
+        return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata publish: out of memory");
+    }
+    pthread_mutex_lock(&md->mu);
+    free(md->pend_json); /* only the newest descriptor matters */
+    md->pend_json = copy;
+    tern_strlcpy(md->pend_name, segment, sizeof md->pend_name);
+    md->pend_at_ms = 0;
+    md->pend_backoff_ms = 0;
+    pthread_cond_broadcast(&md->ka_cv);
+    pthread_mutex_unlock(&md->mu);
+    keepalive_start(md);
+    return 0;
+}
+
+int tern_metadata_publish_wait(tern_metadata *md, int ms)
+{
+    if (!md || is_p2p(md))
+        return 1;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&md->mu);
+    int rc = 0;
+    while ((md->pend_json || md->pend_busy) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&md->ka_cv, &md->mu, &until);
+    int done = !md->pend_json && !md->pend_busy;
+    pthread_mutex_unlock(&md->mu);
+    return done;
+}
+
 int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, size_t errlen)
 {
     char key[512], perr[768] = "";
@@ -377,6 +487,13 @@ int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, s
         pthread_mutex_unlock(&md->mu);
         return 0;
     }
+    pthread_mutex_lock(&md->mu);
+    if (md->pend_json && strcmp(md->pend_name, segment) == 0) {
+        free(md->pend_json); /* never written after the entry is removed */
+        md->pend_json = NULL;
+    }
+    md->pend_epoch++;
+    pthread_mutex_unlock(&md->mu);
     pthread_mutex_lock(&md->pub_mu);
     if (md->pub_json && strcmp(md->pub_name, segment) == 0) {
         free(md->pub_json); /* the keep-alive stops writing it */
@@ -474,6 +591,13 @@ static int fetch_text(tern_metadata *md, const char *segment, char **json, char 
                          segment, key);
     if (rc)
         return store_err(md, rc, "fetch", segment, perr, err, errlen);
+    if (len > md->max_frame) { /* the handshake's bound holds for every store */
+        free(v);
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                         "metadata %s: fetch %s: a descriptor of %zu bytes, above the limit "
+                         "of %llu bytes (handshake_max_frame); the store holds something else",
+                         md->uri, segment, len, (unsigned long long)md->max_frame);
+    }
     /* Values are text; make sure the caller gets a C string. */
     char *s = malloc(len + 1);
     if (!s) {

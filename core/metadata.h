@@ -22,6 +22,17 @@ int tern_metadata_publish(tern_metadata *md, const char *segment, const char *js
 /* Fetch a peer's descriptor (*json malloc()ed).  TERN_ERR_NOT_FOUND if none. */
 int tern_metadata_fetch(tern_metadata *md, const char *segment, char **json,
                         char *err, size_t errlen);
+/* The same without waiting for the store: the descriptor is handed to the
+ * keep-alive thread, which writes it at once and, while the store fails or
+ * hangs, again with a backoff (100 ms doubling up to the keep-alive
+ * period); a newer one replaces it.  p2p: as tern_metadata_publish.  For
+ * callers holding a lock that requests take (memory.c). */
+int tern_metadata_publish_async(tern_metadata *md, const char *segment, const char *json,
+                                char *err, size_t errlen);
+/* Waits at most ms for the descriptors handed to publish_async to be in
+ * the store; 1 when they are (p2p: always), 0 when still pending (they are
+ * written later).  Called with no lock held. */
+int tern_metadata_publish_wait(tern_metadata *md, int ms);
 int tern_metadata_unpublish(tern_metadata *md, const char *segment, char *err, size_t errlen);
 /* p2p: the descriptor our daemon serves (copy, malloc()ed), NULL if none. */
 char *tern_metadata_local_json(tern_metadata *md);

@@ -100,6 +100,13 @@ tcp-target-name-unchecked | - | hello\[4\] != 2 \|\| \Kstrcmp\(asked, tcp_auth_s
 tcp-mooncake-wire-with-auth | - | strcmp\(wire, "mooncake"\) == 0 && \Kctx->auth(?=\)) | 0 | test_tcp_transport | tcp_auth_bind/mooncake_wire_refused_with_a_secret
 shm-bind-names-ignored | - | \Kinitiator \? initiator : "", target \? target : ""(?=, msg) | "", "" | test_shm_transport | shm_transport/relayed_handshake_is_refused_by_the_initiator
 desc-replay-accepted | - | t->cfg->auth_secret_file && \Kgen < s->desc_gen(?=\)) | 0 | test_auth_store | auth_store/store_older_signed_descriptor_refused
+# -- budgets on every port: unproven handshake connections, listeners at the open-file limit, the HTTP store's limit
+tcp-accept-spins-at-emfile | - | \Ktcp_io_mod\(io, 0\);(?= /\* the backlog) | ; | test_hostile | hostile/data_ports_at_the_open_file_limit_pause_and_recover
+mooncake-accept-spins-at-emfile | - | paused = \Ksrv_accept_one\(s\) != 0(?=;) | (srv_accept_one(s), 0) | test_hostile | hostile/data_ports_at_the_open_file_limit_pause_and_recover
+http-descriptor-64mib | - | #define HTTP_MAX_RESPONSE \KTERN_METASTORE_MAX_VALUE | (64u << 20) | test_metadata_http | http/descriptor_larger_than_the_handshake_limit_is_refused
+hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | && 0 && !keep_budget(s, c) | test_hostile | hostile/kept_notify_connections_leave_room_for_metadata
+memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
+mooncake-no-progress-floor | - | if \(\Kbelow_floor\(g, t0, done\)(?=\)) | 0 && below_floor(g, t0, done) | test_hostile | hostile/mooncake_port_budgets_silent_and_trickled
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tern/metastore.h"
+
 enum {
     TERN_HS_CONNECTION = 0,
     TERN_HS_METADATA = 1,
@@ -27,7 +29,7 @@ enum {
 };
 
 #define TERN_HS_DEFAULT_PORT 12001
-#define TERN_HS_DEFAULT_MAX_FRAME (1u << 20)
+#define TERN_HS_DEFAULT_MAX_FRAME TERN_METASTORE_MAX_VALUE /* one bound for every fetch */
 #define TERN_HS_DEFAULT_IO_TIMEOUT_MS 5000
 
 /* Request limits, payload bytes (type byte + JSON), per frame type: far

@@ -24,11 +24,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "frames.h"
+#include "tern/accept.h"
 #include "tern/errors.h"
 #include "tern/transport.h"
 #include "util.h"
@@ -38,6 +40,13 @@
 #define HS_DEFAULT_MAX_CONN 1024
 #define HS_WARN_INTERVAL_MS 10000 /* one warning about strangers per interval */
 #define HS_TRIM_BYTES (4u << 20)  /* payload bytes since the last trim worth a trim */
+/* Budgets of unproven connections (no secret, or not proved yet), see
+ * docs/protocol.md, "Connection budgets": a source holds at most half of
+ * max_connections, kept Notify connections at most three quarters (the
+ * rest stays for short requests: Metadata, Probe, Connection), a kept one
+ * lives at most HS_KEEP_LIFE_MS from its accept, and a newcomer at a cap
+ * takes the slot of the oldest idle unproven connection. */
+#define HS_KEEP_LIFE_MS 10000
 
 enum { C_HDR, C_PAYLOAD, C_WORK, C_WRITE, C_DRAIN };
 
@@ -57,6 +66,9 @@ typedef struct hs_conn {
     int resume;                  /* after writing out: read the next frame (auth) */
     int keep;                    /* a Notify answered: the client may send another
                                     on this connection (docs/protocol.md, Notify) */
+    int kept;                    /* counted in nkept: an unproven kept connection */
+    uint64_t born_ms;            /* accepted at */
+    struct sockaddr_storage src; /* the peer's address (port zeroed): per-source cap */
     struct hs_conn *prev, *next; /* all connections */
     struct hs_conn *qnext;       /* work or done queue */
 } hs_conn;
@@ -68,8 +80,11 @@ struct tern_hs_server {
     uint16_t port;
     int accepting;
     int fd_starved; /* accept hit EMFILE: wait for a connection to close */
+    uint64_t starved_until_ms; /* or until then (the files may be held elsewhere) */
     int nconns;
-    hs_conn *conns;
+    int nkept;          /* unproven connections kept after a Notify */
+    hs_conn *conns;     /* newest first */
+    hs_conn *conns_tail; /* the oldest */
     pthread_t loop;
     pthread_t workers[HS_WORKERS];
     int nworkers;
@@ -99,7 +114,10 @@ static void conn_free(tern_hs_server *s, hs_conn *c)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    else
+        s->conns_tail = c->prev;
     s->nconns--;
+    s->nkept -= c->kept;
     s->fd_starved = 0;
     free(c->payload);
     free(c->out);
@@ -223,6 +241,31 @@ static void *worker_main(void *arg)
 
 static uint64_t io_timeout(const tern_hs_server *s) { return (uint64_t)s->opt.io_timeout_ms; }
 
+/* A peer that proved the shared secret; without one nobody is proven. */
+static int hs_proven(const tern_hs_server *s, const hs_conn *c)
+{
+    return s->opt.auth && c->auth.step == 0;
+}
+
+/* Whether a Notify connection may stay open for the next request: always
+ * for a proven peer; an unproven one within its lifetime and within the
+ * kept share (three quarters of max_connections), so that kept connections
+ * can never take the slots of short requests (a metadata fetch). */
+static int keep_budget(tern_hs_server *s, hs_conn *c)
+{
+    if (hs_proven(s, c))
+        return 1;
+    if (tern_now_ms() >= c->born_ms + HS_KEEP_LIFE_MS)
+        return 0;
+    if (!c->kept) {
+        if (s->nkept >= s->opt.max_connections * 3 / 4)
+            return 0;
+        c->kept = 1;
+        s->nkept++;
+    }
+    return 1;
+}
+
 /* Write what we can; finished -> shutdown(SHUT_WR) and wait for the peer's EOF. */
 static void conn_write(tern_hs_server *s, hs_conn *c)
 {
@@ -243,8 +286,11 @@ static void conn_write(tern_hs_server *s, hs_conn *c)
         conn_free(s, c);
         return;
     }
+    if (c->keep && !keep_budget(s, c))
+        c->keep = 0; /* over the unproven budget: close after this reply */
     if (c->resume || c->keep) { /* an authentication step, or a Notify
                                   * connection kept: the next request frame */
+        int keep = c->keep;
         c->resume = c->keep = 0;
         c->hgot = 0;
         c->plen = c->pgot = 0;
@@ -253,6 +299,8 @@ static void conn_write(tern_hs_server *s, hs_conn *c)
         c->outlen = c->outoff = 0;
         c->state = C_HDR;
         c->deadline_ms = tern_now_ms() + io_timeout(s);
+        if (keep && !hs_proven(s, c) && c->deadline_ms > c->born_ms + HS_KEEP_LIFE_MS)
+            c->deadline_ms = c->born_ms + HS_KEEP_LIFE_MS; /* answering never renews it */
         if (ep_set(s, c, EPOLLIN | EPOLLRDHUP) != 0)
             conn_free(s, c);
         return;
@@ -514,18 +562,103 @@ static void set_accepting(tern_hs_server *s, int on)
     s->accepting = on;
 }
 
+/* Same source address (the port aside). */
+static int same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (!b || a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return 1;
+}
+
+/* How fit an unproven connection is to make room, 0 not at all: one that
+ * waits for its next frame with none of it read loses nothing it sent
+ * when it is dropped (a kept Notify sender sends again on a new
+ * connection, docs/protocol.md).  Kept ones (2: served already) go before
+ * fresh ones (1), and a fresh one only after HS_FRESH_MS: its request may
+ * be on its way still.  No system call: the scan is over every connection. */
+#define HS_FRESH_MS 200
+#define HS_EVICT_PROBES 8 /* candidates whose socket is looked at per newcomer */
+static int evict_rank(const tern_hs_server *s, const hs_conn *c, uint64_t now)
+{
+    if (c->state != C_HDR || c->hgot || hs_proven(s, c))
+        return 0;
+    if (c->kept)
+        return 2;
+    return now - c->born_ms >= HS_FRESH_MS ? 1 : 0;
+}
+
+/* The oldest connection of the best rank (of src, or of all when src is
+ * NULL) with nothing in its socket (a request in it is about to be
+ * served); NULL when none. */
+static hs_conn *evict_pick(const tern_hs_server *s, const struct sockaddr_storage *src)
+{
+    uint64_t now = tern_now_ms();
+    int probes = 0;
+    for (int rank = 2; rank >= 1; rank--)
+        for (hs_conn *c = s->conns_tail; c && probes < HS_EVICT_PROBES; c = c->prev) {
+            if ((src && !same_source(&c->src, src)) || evict_rank(s, c, now) != rank)
+                continue;
+            int n = 0;
+            probes++;
+            if (ioctl(c->fd, FIONREAD, &n) == 0 && n == 0)
+                return c;
+        }
+    return NULL;
+}
+
+static int source_count(const tern_hs_server *s, const struct sockaddr_storage *src)
+{
+    int n = 0;
+    for (const hs_conn *c = s->conns; c; c = c->next)
+        n += !hs_proven(s, c) && same_source(&c->src, src);
+    return n;
+}
+
+/* Make room for a newcomer from src (NULL: of no particular source): a
+ * connection of that source goes when it holds half of max_connections
+ * unproven, one of all when the daemon is full.  Returns 0 when there is
+ * room now. */
+static int make_room(tern_hs_server *s, const struct sockaddr_storage *src)
+{
+    hs_conn *v;
+    if (src && source_count(s, src) >= s->opt.max_connections / 2 &&
+        (v = evict_pick(s, src)) != NULL)
+        conn_free(s, v);
+    if (s->nconns < s->opt.max_connections)
+        return 0;
+    if ((v = evict_pick(s, NULL)) == NULL)
+        return -1;
+    conn_free(s, v);
+    return 0;
+}
+
 static void accept_all(tern_hs_server *s)
 {
-    while (s->nconns < s->opt.max_connections) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    for (;;) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (s->nconns >= s->opt.max_connections && make_room(s, NULL) != 0)
+            break; /* full of busy or proven connections: the backlog waits */
+        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            if (tern_accept_starved(errno)) { /* tern/accept.h */
                 s->fd_starved = 1;
-                set_accepting(s, 0); /* until a connection closes */
+                s->starved_until_ms = tern_now_ms() + TERN_ACCEPT_PAUSE_MS;
+                set_accepting(s, 0); /* until a connection closes, or the pause ends */
             }
             return;
+        }
+        if (make_room(s, &ss) != 0) { /* not reached: room was made above */
+            close(fd);
+            continue;
         }
         hs_conn *c = calloc(1, sizeof *c);
         if (!c) {
@@ -533,12 +666,16 @@ static void accept_all(tern_hs_server *s)
             return;
         }
         c->fd = fd;
+        c->src = ss;
+        c->born_ms = tern_now_ms();
         c->state = C_HDR;
         c->auth.step = s->opt.auth ? 1 : 0;
         c->deadline_ms = tern_now_ms() + io_timeout(s);
         c->next = s->conns;
         if (s->conns)
             s->conns->prev = c;
+        else
+            s->conns_tail = c;
         s->conns = c;
         s->nconns++;
         if (ep_set(s, c, EPOLLIN | EPOLLRDHUP) != 0)
@@ -610,6 +747,10 @@ static void *loop_main(void *arg)
             }
         }
         timeout = expire(s);
+        if (s->fd_starved && tern_now_ms() >= s->starved_until_ms)
+            s->fd_starved = 0;
+        else if (s->fd_starved && timeout > TERN_ACCEPT_PAUSE_MS)
+            timeout = TERN_ACCEPT_PAUSE_MS;
         if (s->nconns < s->opt.max_connections && !s->fd_starved)
             set_accepting(s, 1);
         hs_warn_flush(s);

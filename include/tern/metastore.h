@@ -36,6 +36,11 @@ extern "C" {
 #define TERN_METASTORE_ABI_MAJOR 1
 #define TERN_METASTORE_ABI_MINOR 1
 #define TERN_METASTORE_SYMBOL "tern_metastore_v1"
+/* The largest value get() may return: a segment descriptor, bounded as one
+ * fetched over the handshake is (the handshake's default max frame is this
+ * constant).  A plugin refuses a larger value with TERN_ERR_PROTOCOL
+ * instead of buffering it. */
+#define TERN_METASTORE_MAX_VALUE (1u << 20)
 
 /* Called once per key by list(); return non-zero to stop early. */
 typedef int (*tern_metastore_list_cb)(void *arg, const char *key,

@@ -19,7 +19,7 @@
 
 #include "tern/metastore.h"
 
-#define HTTP_MAX_RESPONSE (64u << 20) /* a descriptor is far smaller */
+#define HTTP_MAX_RESPONSE TERN_METASTORE_MAX_VALUE /* the handshake's bound on a descriptor */
 #define HTTP_DEFAULT_PATH "/metadata"
 
 typedef struct hstore {

@@ -269,7 +269,12 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
     }
     const char *p = path ? PyBytes_AS_STRING(path) : NULL;
     const char *y = yaml ? PyBytes_AS_STRING(yaml) : NULL;
-    const char *sn = server_name != Py_None && !yaml ? PyUnicode_AsUTF8(server_name) : NULL;
+    const char *sn = NULL;
+    if (server_name != Py_None && !yaml &&
+        !(sn = ternpy_name_arg(server_name, "Engine: server_name"))) {
+        Py_XDECREF(path);
+        return -1;
+    }
     char err[1024] = "";
     tern_engine *e;
     int code = 0;

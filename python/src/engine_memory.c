@@ -106,8 +106,8 @@ PyObject *ternpy_engine_register(EngineObject *self, PyObject *args, PyObject *k
     if (rc == 0 && owner != Py_None && r->owner != owner) {
         Py_SETREF(r->owner, Py_NewRef(owner)); /* the buffer stays held by r->view */
     }
-    const char *loc = rc == 0 && location != Py_None ? PyUnicode_AsUTF8(location) : NULL;
-    const char *nm = rc == 0 && name != Py_None ? PyUnicode_AsUTF8(name) : NULL;
+    const char *loc = rc == 0 && location != Py_None ? ternpy_name_arg(location, "register: location") : NULL;
+    const char *nm = rc == 0 && name != Py_None ? ternpy_name_arg(name, "register: name") : NULL;
     if (rc < 0 || (location != Py_None && !loc) || (name != Py_None && !nm)) {
         Py_DECREF(r);
         return NULL;

@@ -15,7 +15,7 @@ PyObject *ternpy_engine_open_segment(EngineObject *self, PyObject *name)
 {
     if (ternpy_engine_check(self) < 0)
         return NULL;
-    const char *s = PyUnicode_AsUTF8(name);
+    const char *s = ternpy_name_arg(name, "open_segment");
     if (!s)
         return NULL;
     tern_segment_id id;

@@ -77,6 +77,20 @@ PyObject *ternpy_raise(int code, const char *msg)
     return NULL;
 }
 
+const char *ternpy_name_arg(PyObject *o, const char *what)
+{
+    Py_ssize_t n = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s && strlen(s) != (size_t)n) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s: the name contains a NUL byte (at offset %zu); names "
+                 "are C strings, remove it", what, strlen(s));
+        ternpy_raise(TERN_ERR_INVAL, msg);
+        return NULL;
+    }
+    return s;
+}
+
 PyObject *ternpy_raise_engine(EngineObject *eo, int code)
 {
     return ternpy_raise(code, eo->e ? tern_engine_last_error(eo->e) : "");

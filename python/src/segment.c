@@ -29,7 +29,7 @@ int ternpy_segment_arg(EngineObject *eo, PyObject *arg, tern_segment_id *out)
         return 0;
     }
     if (PyUnicode_Check(arg)) {
-        const char *name = PyUnicode_AsUTF8(arg);
+        const char *name = ternpy_name_arg(arg, "segment");
         if (!name)
             return -1;
         tern_segment_id id;
@@ -153,7 +153,7 @@ PyObject *ternpy_segment_buffer(EngineObject *eo, tern_segment_id id, PyObject *
 {
     if (ternpy_engine_check(eo) < 0)
         return NULL;
-    const char *s = PyUnicode_AsUTF8(name);
+    const char *s = ternpy_name_arg(name, "buffer");
     if (!s)
         return NULL;
     tern_buffer_info b;

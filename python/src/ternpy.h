@@ -195,6 +195,11 @@ int ternpy_local_arg(PyObject *local, PyObject *length, int writable, uintptr_t 
 
 /* Raise the tern.Error subclass for `code` with `msg`. Returns NULL. */
 PyObject *ternpy_raise(int code, const char *msg);
+/* str -> UTF-8 C string for a name the C API takes NUL-terminated (a
+ * segment, buffer or location name): one with a NUL byte inside would be cut
+ * there, naming something else, so it is refused (InvalidArgumentError).
+ * NULL with an exception set. */
+const char *ternpy_name_arg(PyObject *o, const char *what);
 /* The same with the engine's last error message for this thread. */
 PyObject *ternpy_raise_engine(EngineObject *eo, int code);
 /* "timeout" in seconds (None: forever) -> milliseconds, -1 for forever. */

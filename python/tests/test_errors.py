@@ -1,12 +1,13 @@
 """Every failure is a tern.Error subclass named after tern's code, carrying
 tern's message (what, where, what to check)."""
 
+import hashlib
 import socket
 
 import pytest
 
 import tern
-from conftest import tcp_config
+from conftest import pattern, tcp_config
 
 
 def closed_port():
@@ -144,3 +145,22 @@ def test_notify_errors(engine, peer):
         engine.notify_send(seg, "n", "x" * (tern.NOTIFY_MAX + 1))
     with pytest.raises(tern.InvalidArgumentError, match="NUL"):
         engine.notify_send(seg, "n", b"a\0b")
+
+
+def test_names_with_nul_refused(engine, peer):
+    """A name with a NUL byte would reach the C API cut at the NUL and name
+    another segment or buffer: refused, while the real peer is written and
+    read back beside it."""
+    for call in (lambda: engine.open_segment(peer.name + "\0other"),
+                 lambda: engine.transfer_sync_read(bytearray(16), peer.name + "\0x", peer.addr),
+                 lambda: engine.register(bytearray(64), name="a\0b"),
+                 lambda: engine.register(bytearray(64), location="cpu\0:0")):
+        with pytest.raises(tern.InvalidArgumentError, match="NUL byte"):
+            call()
+    src = bytearray(pattern(5, 4096))
+    engine.register(src)
+    seg = engine.open_segment(peer.name)
+    with pytest.raises(tern.InvalidArgumentError, match="NUL byte"):
+        seg.buffer("x\0y")
+    engine.transfer_sync_write(src, seg, peer.addr)
+    assert peer.cmd("SHA 0 4096") == hashlib.sha256(bytes(src)).hexdigest()

@@ -23,11 +23,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../transports/tcp/tcp_mooncake.h"
 #include "../transports/tcp/tcp_wire.h"
 #include "desc.h"
 #include "fd_limit.h"
@@ -457,6 +463,397 @@ Test(hostile, thousand_idle_connections_to_both_ports)
     free(hfd);
     free(dfd);
     check_guards();
+}
+
+/* ---- kept Notify connections ------------------------------------------------ */
+
+#define KEPT_N 1100
+
+typedef struct kept_flood {
+    pthread_t t;
+    atomic_int stop;
+    int fds[KEPT_N];
+    long notifies, reconnects;
+} kept_flood;
+
+static void notify_frame(int fd)
+{
+    static const char json[] = "{\"from\":\"127.0.0.1:9\",\"name\":\"n\",\"notify_msg\":\"x\"}";
+    uint8_t f[9 + sizeof json - 1];
+    uint64_t len = sizeof json; /* the type byte and the JSON */
+    for (int k = 0; k < 8; k++)
+        f[k] = (uint8_t)(len >> (8 * k));
+    f[8] = TERN_HS_NOTIFY;
+    memcpy(f + 9, json, sizeof json - 1);
+    if (send(fd, f, sizeof f, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* closed: seen below */
+    }
+}
+
+/* KEPT_N connections, each sending a Notify more often than io_timeout
+ * (1 s here) and reading its replies: on a daemon that renews an
+ * unproven connection's deadline with each answer they never go.  One the
+ * daemon closed is dialled again, as an attacker would. */
+static void *kept_main(void *arg)
+{
+    kept_flood *k = arg;
+    while (!atomic_load(&k->stop)) {
+        for (int i = 0; i < KEPT_N && !atomic_load(&k->stop); i++) {
+            char sink[4096];
+            ssize_t r;
+            while ((r = recv(k->fds[i], sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+            }
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                close(k->fds[i]);
+                k->fds[i] = dial(hs_port);
+                k->reconnects++;
+            }
+            notify_frame(k->fds[i]);
+            k->notifies++;
+        }
+        usleep(600 * 1000);
+    }
+    return NULL;
+}
+
+/* A metadata fetch by a new initiator while KEPT_N connections are kept
+ * open by Notify frames: answered in < 1 s (unproven connections hold at
+ * most a share of the daemon's slots and never renew their lifetime; a
+ * newcomer takes the slot of an idle one). */
+Test(hostile, kept_notify_connections_leave_room_for_metadata)
+{
+    test_need_fds((rlim_t)2 * KEPT_N + 1024);
+    static kept_flood k;
+    memset(&k, 0, sizeof k);
+    for (int i = 0; i < KEPT_N; i++) {
+        k.fds[i] = dial(hs_port);
+        notify_frame(k.fds[i]);
+    }
+    cr_assert_eq(pthread_create(&k.t, NULL, kept_main, &k), 0);
+    usleep(1500 * 1000); /* past io_timeout: only renewed connections are still open */
+    legit l;
+    legit_start(&l);
+    char name[64], err[512];
+    snprintf(name, sizeof name, "127.0.0.1:%u", hs_port);
+    long worst = 0;
+    for (int i = 0; i < 8; i++) {
+        uint64_t t0 = tern_now_ms();
+        char *reply = NULL;
+        size_t rlen = 0;
+        int rc = tern_hs_request(name, TERN_HS_METADATA, "{}", 2, &reply, &rlen, 0, 3000, 3000,
+                                 err, sizeof err);
+        long ms = (long)(tern_now_ms() - t0);
+        cr_assert_eq(rc, 0, "metadata fetch %d during the flood: %s", i, err);
+        cr_assert(reply && strstr(reply, "\"name\""), "not a descriptor: %.200s",
+                  reply ? reply : "(none)");
+        free(reply);
+        worst = ms > worst ? ms : worst;
+        usleep(300 * 1000);
+    }
+    /* A new initiator engine opens the segment (its own metadata fetch). */
+    tern_engine *C = tern_engine_create_from_yaml(yaml_peer, "new-initiator", err, sizeof err);
+    cr_assert_not_null(C, "%s", err);
+    uint64_t t0 = tern_now_ms();
+    tern_segment_id cs = tern_segment_open(C, tern_engine_server_name(E));
+    long open_ms = (long)(tern_now_ms() - t0);
+    cr_assert_geq(cs, 0, "a new initiator could not open the segment: %s",
+                  tern_engine_last_error(C));
+    tern_engine_destroy(C);
+    atomic_store(&k.stop, 1);
+    pthread_join(k.t, NULL);
+    legit_stop(&l, "kept Notify connections");
+    for (int i = 0; i < KEPT_N; i++)
+        close(k.fds[i]);
+    cr_log_info("%d kept Notify connections (%ld notifies, %ld redials): metadata fetch worst "
+                "%ld ms, segment open %ld ms", KEPT_N, k.notifies, k.reconnects, worst, open_ms);
+    cr_assert_lt(worst, 1000, "a metadata fetch took %ld ms during the flood", worst);
+    cr_assert_lt(open_ms, 1000, "opening the segment took %ld ms during the flood", open_ms);
+    check_guards();
+}
+
+/* ---- the open-file limit ---------------------------------------------------- */
+
+#define NOFILE_TARGET 64 /* the target's open-file limit; it idles at about 16 */
+#define NOFILE_FLOOD 150 /* connections to each data port: far past that */
+
+/* CPU seconds (user + system) process pid has used. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    const char *p = strrchr(line, ')'); /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    cr_assert_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st),
+                 2, "%s: %s", path, line);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A connect that does not wait for a backlog with room. */
+static int dial_nowait(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    cr_assert(rc == 0 || errno == EINPROGRESS, "connect %u: %s", port, strerror(errno));
+    return fd;
+}
+
+/* WRITE then READ back LEGIT_LEN bytes at remote through engine e: 0 when
+ * the bytes came back equal. */
+static int verified_round(tern_engine *e, tern_segment_id sg, uint8_t *local, uint64_t remote,
+                          unsigned seed, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < LEGIT_LEN; i++)
+        local[i] = (uint8_t)(i * 13 + seed);
+    memset(local + LEGIT_LEN, 0, LEGIT_LEN);
+    tern_request w = {.opcode = TERN_WRITE, .local = local, .segment = sg, .remote = remote,
+                      .length = LEGIT_LEN};
+    tern_request r = w;
+    r.opcode = TERN_READ;
+    r.local = local + LEGIT_LEN;
+    tern_batch *b = tern_batch_alloc(e, 2);
+    int rc = b && tern_batch_submit(b, &w, 1) == 1 && tern_batch_wait(b, 10000) == 0 &&
+                     tern_batch_submit(b, &r, 1) == 1 && tern_batch_wait(b, 10000) == 0
+                 ? memcmp(local, local + LEGIT_LEN, LEGIT_LEN) != 0
+                 : -1;
+    snprintf(why, whylen, "%s / %s", rc < 0 && b ? tern_batch_error(b, 0) : "bytes differ",
+             tern_engine_last_error(e));
+    if (b)
+        tern_batch_free(b);
+    return rc;
+}
+
+/* One Mooncake-format READ of len bytes at addr on a new connection. */
+static int mooncake_read(uint16_t port, uint64_t addr, uint8_t *out, size_t len)
+{
+    int fd = dial(port);
+    uint8_t hdr[TCP_MC_HDR_SIZE] = {0};
+    for (int k = 0; k < 8; k++) {
+        hdr[k] = (uint8_t)((uint64_t)len >> (8 * k));
+        hdr[8 + k] = (uint8_t)(addr >> (8 * k));
+    }
+    hdr[16] = TCP_MC_OP_READ;
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int rc = send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == (ssize_t)sizeof hdr ? 0 : -1;
+    size_t got = 0;
+    while (!rc && got < len) {
+        ssize_t n = recv(fd, out + got, len - got, 0);
+        if (n <= 0)
+            rc = -1;
+        else
+            got += (size_t)n;
+    }
+    close(fd);
+    return rc;
+}
+
+/* A Mooncake-format target (tern-test-mooncake-peer) in its own process,
+ * at open-file limit nofile (0: as inherited), its segment opened by A. */
+typedef struct mc_tgt {
+    pid_t pid;
+    int in;     /* its stdin */
+    FILE *rf;   /* its stdout */
+    char name[128];
+    unsigned long long addr;
+    uint16_t data_port, mc_port;
+} mc_tgt;
+
+static void mc_target_start(mc_tgt *m, rlim_t nofile)
+{
+    int in[2], out[2];
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(out), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        struct rlimit rl = {nofile, nofile};
+        if (nofile)
+            setrlimit(RLIMIT_NOFILE, &rl);
+        execl(TERN_BUILD_DIR "/bin/tern-test-mooncake-peer", "tern-test-mooncake-peer",
+              "target", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    m->pid = pid;
+    m->in = in[1];
+    m->rf = fdopen(out[0], "r");
+    char line[256] = "", err[1024];
+    cr_assert_not_null(fgets(line, sizeof line, m->rf), "the target did not start");
+    cr_assert_eq(sscanf(line, "READY %127s %llu", m->name, &m->addr), 2, "%s", line);
+    tern_segment_id tseg = tern_segment_open(A, m->name);
+    cr_assert_geq(tseg, 0, "%s", tern_engine_last_error(A));
+    char *json = NULL;
+    cr_assert_eq(tern_segment_descriptor(A, tseg, &json), 0);
+    tern_segment_desc *d = NULL;
+    cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &d, err, sizeof err), 0, "%s", err);
+    m->mc_port = d->tcp_data_port;
+    uint64_t dport = 0;
+    const tern_seg_transport *t = tern_segment_find_transport(d, "tcp");
+    cr_assert(t && t->addr && tern_desc_get_u64(t->addr, "port", &dport) == 0 && dport);
+    cr_assert_gt(m->mc_port, 0, "the target has no Mooncake-format port");
+    m->data_port = (uint16_t)dport;
+    tern_segment_desc_free(d);
+    free(json);
+}
+
+static void mc_target_stop(mc_tgt *m)
+{
+    if (write(m->in, "EXIT\n", 5) != 5) { /* it is killed below anyway */
+    }
+    close(m->in);
+    fclose(m->rf);
+    for (int i = 0; i < 50 && waitpid(m->pid, NULL, WNOHANG) == 0; i++)
+        usleep(100 * 1000);
+    kill(m->pid, SIGKILL);
+    waitpid(m->pid, NULL, 0);
+}
+
+/* A target whose open-file limit is NOFILE_TARGET, flooded on its tcp data
+ * port and its Mooncake-format port: accept fails with EMFILE while the
+ * backlog stays readable; the listeners pause instead of spinning (< 10% of
+ * a core over 2 s, measured from /proc), and once the flood is gone a new
+ * initiator and a Mooncake-format client are both served, bytes verified. */
+Test(hostile, data_ports_at_the_open_file_limit_pause_and_recover)
+{
+    test_need_fds(4 * NOFILE_FLOOD + 1024);
+    mc_tgt m;
+    mc_target_start(&m, NOFILE_TARGET);
+    char err[1024];
+    const char *name = m.name;
+    unsigned long long taddr = m.addr;
+    uint16_t mc_port = m.mc_port;
+    uint64_t dport = m.data_port;
+    pid_t pid = m.pid;
+    /* The Mooncake-format port holds what it accepts (one thread each), so
+     * it takes the target to its limit; then the tcp data port's backlog
+     * fills, with no stranger of its own to drop for room. */
+    int fds[2 * NOFILE_FLOOD];
+    for (int i = 0; i < NOFILE_FLOOD; i++)
+        fds[i] = dial_nowait(mc_port);
+    usleep(300 * 1000);
+    for (int i = 0; i < NOFILE_FLOOD; i++)
+        fds[NOFILE_FLOOD + i] = dial_nowait((uint16_t)dport);
+    usleep(500 * 1000); /* the target reaches its limit on both ports */
+    double c0 = cpu_seconds(pid);
+    usleep(2000 * 1000);
+    double used = cpu_seconds(pid) - c0;
+    for (int i = 0; i < 2 * NOFILE_FLOOD; i++)
+        close(fds[i]);
+    cr_log_info("open-file limit %d, %d connections to each data port: the target used %.3f s "
+                "of CPU in 2 s", NOFILE_TARGET, NOFILE_FLOOD, used);
+    cr_assert_lt(used, 0.2, "the target used %.0f%% of a core at its open-file limit",
+                 used * 50);
+    /* Recovery: a new initiator (new connections) moves verified bytes... */
+    usleep(500 * 1000);
+    tern_engine *C = tern_engine_create_from_yaml(yaml_peer, "after-the-flood", err, sizeof err);
+    cr_assert_not_null(C, "%s", err);
+    uint8_t *cb = malloc(2 * LEGIT_LEN);
+    cr_assert_eq(tern_register_memory(C, cb, 2 * LEGIT_LEN, NULL), 0);
+    tern_segment_id cs = tern_segment_open(C, name);
+    cr_assert_geq(cs, 0, "%s", tern_engine_last_error(C));
+    cr_assert_eq(verified_round(C, cs, cb, taddr, 3, err, sizeof err), 0,
+                 "the data port did not recover: %s", err);
+    /* ...and a Mooncake-format client reads them back. */
+    uint8_t *mb = malloc(LEGIT_LEN);
+    cr_assert_eq(mooncake_read(mc_port, taddr, mb, LEGIT_LEN), 0,
+                 "the Mooncake-format port did not recover");
+    cr_assert_eq(memcmp(mb, cb, LEGIT_LEN), 0, "Mooncake-format READ: bytes differ");
+    tern_engine_destroy(C);
+    free(cb);
+    free(mb);
+    mc_target_stop(&m);
+}
+
+/* ---- the Mooncake-format port's budgets ------------------------------------------ */
+
+#define MC_SILENT 300
+
+typedef struct trickle {
+    pthread_t t;
+    uint16_t port;
+    uint64_t addr;
+    int bytes_sent;
+    long closed_after_ms; /* -1: still open when the trickle gave up */
+} trickle;
+
+/* A WRITE of 4 KiB whose payload comes at 1 byte per second. */
+static void *trickle_main(void *arg)
+{
+    trickle *k = arg;
+    int fd = dial(k->port);
+    uint8_t hdr[TCP_MC_HDR_SIZE] = {0};
+    for (int i = 0; i < 8; i++) {
+        hdr[i] = (uint8_t)((uint64_t)4096 >> (8 * i));
+        hdr[8 + i] = (uint8_t)(k->addr >> (8 * i));
+    }
+    hdr[16] = TCP_MC_OP_WRITE;
+    uint64_t t0 = tern_now_ms();
+    k->closed_after_ms = -1;
+    if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == (ssize_t)sizeof hdr)
+        for (int i = 0; i < 12; i++) {
+            uint8_t b = 0xEE;
+            if (send(fd, &b, 1, MSG_NOSIGNAL) != 1)
+                break;
+            k->bytes_sent++;
+            if (wait_closed(fd, 1000) >= 0)
+                break;
+        }
+    if (wait_closed(fd, 1) >= 0)
+        k->closed_after_ms = (long)(tern_now_ms() - t0);
+    close(fd);
+    return NULL;
+}
+
+/* The Mooncake-format port has the data port's budgets: MC_SILENT silent
+ * connections (more than its 256 slots) do not keep a legitimate Mooncake
+ * client out (a silent one is dropped for it, and after unproven_idle_ms
+ * anyway), and a WRITE trickled at 1 byte per second is cut once a
+ * progress window shows it below progress_min_rate. */
+Test(hostile, mooncake_port_budgets_silent_and_trickled)
+{
+    test_need_fds(2 * MC_SILENT + 1024);
+    mc_tgt m;
+    mc_target_start(&m, 0);
+    tern_segment_id tseg = tern_segment_open(A, m.name);
+    char err[1024];
+    cr_assert_eq(verified_round(A, tseg, abuf, m.addr, 9, err, sizeof err), 0, "%s", err);
+    trickle k = {.port = m.mc_port, .addr = m.addr + LEGIT_LEN};
+    cr_assert_eq(pthread_create(&k.t, NULL, trickle_main, &k), 0);
+    usleep(300 * 1000); /* the trickle is being served before the flood */
+    int fds[MC_SILENT];
+    for (int i = 0; i < MC_SILENT; i++)
+        fds[i] = dial_nowait(m.mc_port);
+    usleep(300 * 1000);
+    uint8_t *mb = malloc(LEGIT_LEN);
+    uint64_t t0 = tern_now_ms();
+    int rc = mooncake_read(m.mc_port, m.addr, mb, LEGIT_LEN);
+    long read_ms = (long)(tern_now_ms() - t0);
+    pthread_join(k.t, NULL);
+    for (int i = 0; i < MC_SILENT; i++)
+        close(fds[i]);
+    cr_log_info("%d silent Mooncake-format connections: a client's READ took %ld ms; a 1 B/s "
+                "WRITE was cut after %ld ms and %d bytes", MC_SILENT, read_ms,
+                k.closed_after_ms, k.bytes_sent);
+    cr_assert_eq(rc, 0, "a Mooncake-format client was not served beside %d silent connections",
+                 MC_SILENT);
+    cr_assert_eq(memcmp(mb, abuf, LEGIT_LEN), 0, "Mooncake-format READ: bytes differ");
+    cr_assert_lt(read_ms, 3000, "the READ took %ld ms", read_ms);
+    cr_assert_geq(k.closed_after_ms, 0, "a WRITE trickled at 1 B/s kept its connection");
+    cr_assert_geq(k.bytes_sent, 2, "the trickled WRITE was refused at once, not served");
+    cr_assert_lt(k.closed_after_ms, 8000, "the trickled WRITE was cut only after %ld ms",
+                 k.closed_after_ms);
+    free(mb);
+    mc_target_stop(&m);
 }
 
 Test(hostile, random_bytes_to_both_ports)

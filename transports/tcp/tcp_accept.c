@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tcp_server.h"
+#include "tern/accept.h"
 
 /* Worker: drop the connections a newer stranger evicted.  One that proved
  * itself since (its request had not arrived when it was chosen as idle,
@@ -83,13 +84,27 @@ static void listener_on_event(tcp_io *io, uint32_t ev)
         socklen_t sl = sizeof ss;
         int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE)
+            if (tern_accept_starved(errno)) {
                 tcp_warn_limited(ctx, &ctx->rl_refuse,
                                  "cannot accept data connections: %s (raise the open files "
-                                 "limit)", strerror(errno));
+                                 "limit); accepting again in %d ms", strerror(errno),
+                                 TERN_ACCEPT_PAUSE_MS);
+                tcp_io_mod(io, 0); /* the backlog keeps it readable: stop watching */
+                ctx->accept_resume_ms = tcp_now_ms() + TERN_ACCEPT_PAUSE_MS;
+            }
             return;
         }
         srv_admit(ctx, fd, &ss, sl);
+    }
+}
+
+/* Watch the listener again once its pause is over. */
+static void listener_on_tick(tcp_io *io, uint64_t now_ms)
+{
+    tcp_ctx *ctx = io->w->ctx;
+    if (ctx->accept_resume_ms && now_ms >= ctx->accept_resume_ms) {
+        ctx->accept_resume_ms = 0;
+        tcp_io_mod(io, EPOLLIN);
     }
 }
 
@@ -162,6 +177,7 @@ int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen)
     io->fd = fd;
     io->w = &ctx->workers[0];
     io->on_event = listener_on_event;
+    io->on_tick = listener_on_tick;
     io->on_free = listener_free;
     ctx->listener = io;
     tcp_worker_call(io->w, listener_add, io);

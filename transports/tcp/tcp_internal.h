@@ -167,6 +167,7 @@ typedef struct tcp_ctx {
     /* data server */
     int lport;
     tcp_io *listener;
+    uint64_t accept_resume_ms;       /* accept paused (tern/accept.h) until; 0: not */
     pthread_mutex_t srv_mu;          /* guards the counts and the stranger list */
     int nsrv, nunproven;
     tcp_srv_conn *strangers;         /* unproven connections, oldest first */

@@ -28,10 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/accept.h"
 #include "tern/errors.h"
 #include "tern/tern.h"
 
@@ -93,14 +95,33 @@ static void mc_log(const tcp_mc_hooks *h, int level, const char *fmt, ...)
 typedef struct io_guard {
     const tcp_mc_hooks *h;
     void *pin;
+    int floor; /* apply the progress floor (min_rate over window_ms) */
 } io_guard;
+
+/* Whether a transfer that moved done bytes since t0 is below the floor:
+ * checked once a window has passed, so a short pause is no cut. */
+static int below_floor(const io_guard *g, uint64_t t0, uint64_t done)
+{
+    if (!g || !g->floor || !g->h->min_rate || g->h->window_ms <= 0)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    uint64_t ms = now - t0;
+    return ms >= (uint64_t)g->h->window_ms && done * 1000u < g->h->min_rate * ms;
+}
 
 static int io_full_g(int fd, int stopfd, void *buf, uint64_t len, int out, int timeout_ms,
                      const io_guard *g)
 {
     uint8_t *p = buf;
     uint64_t done = 0;
+    struct timespec ts0;
+    clock_gettime(CLOCK_MONOTONIC, &ts0);
+    uint64_t t0 = (uint64_t)ts0.tv_sec * 1000u + (uint64_t)ts0.tv_nsec / 1000000u;
     while (done < len) {
+        if (below_floor(g, t0, done))
+            return TERN_ERR_TIMEOUT; /* a trickle keeps neither the thread nor the pin */
         size_t want = len - done > (1u << 30) ? (1u << 30) : (size_t)(len - done);
         if (g && g->h->io_begin && g->h->io_begin(g->pin) != 0)
             return TERN_ERR_CLOSED; /* the range was deregistered */
@@ -214,10 +235,12 @@ static int srv_serve_one(mc_srv_conn *c)
 {
     const tcp_mc_hooks *h = &c->srv->h;
     uint8_t hdr[TCP_MC_HDR_SIZE];
-    /* The first byte may take forever (an idle pooled connection), unless
-     * a new connection needs the slot (srv_make_room). */
-    srv_set_idle(c, c->served > 0);
-    int rc = io_full(c->fd, c->srv->stopfd, hdr, 1, 0, -1);
+    /* The first byte of a pooled connection's next request may take
+     * forever, unless a new connection needs the slot (srv_make_room); a
+     * new connection sends its first within unproven_idle_ms. */
+    srv_set_idle(c, 1);
+    int first_ms = h->unproven_idle_ms > 0 ? h->unproven_idle_ms : h->io_timeout_ms;
+    int rc = io_full(c->fd, c->srv->stopfd, hdr, 1, 0, c->served > 0 ? -1 : first_ms);
     if (srv_set_idle(c, 0) && !rc)
         rc = TERN_ERR_CLOSED;
     if (!rc)
@@ -243,7 +266,7 @@ static int srv_serve_one(mc_srv_conn *c)
                           " is not inside one registered buffer",
                           op ? "WRITE" : "READ", size, addr);
     void *mem = (void *)(uintptr_t)addr;
-    io_guard g = {h, pin};
+    io_guard g = {h, pin, 1};
     if (op == TCP_MC_OP_WRITE) {
         rc = io_full_g(c->fd, c->srv->stopfd, mem, size, 0, h->io_timeout_ms, &g);
         h->unpin(h->arg, pin);
@@ -279,13 +302,21 @@ static void *srv_conn_main(void *arg)
     return NULL;
 }
 
-static void srv_accept_one(tcp_mc_server *s)
+/* Returns -1 when accept() lacked a resource (tern/accept.h): the caller
+ * pauses accepting. */
+static int srv_accept_one(tcp_mc_server *s)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-    if (fd < 0)
-        return;
+    if (fd < 0) {
+        if (!tern_accept_starved(errno))
+            return 0;
+        mc_log(&s->h, TERN_LOG_WARN, "tcp: cannot accept Mooncake-format connections: %s "
+               "(raise the open files limit); accepting again in %d ms", strerror(errno),
+               TERN_ACCEPT_PAUSE_MS);
+        return -1;
+    }
     mc_srv_conn *c = calloc(1, sizeof *c);
     char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
     getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
@@ -323,6 +354,7 @@ static void srv_accept_one(tcp_mc_server *s)
         close(fd);
     }
     free(c);
+    return 0;
 }
 
 /* Every slot taken: the oldest connection that waits idle for a pooled
@@ -334,10 +366,19 @@ static void srv_make_room(tcp_mc_server *s)
 {
     pthread_mutex_lock(&s->mu);
     if (s->nconn >= s->h.max_conns) {
-        mc_srv_conn *old = NULL;
-        for (mc_srv_conn *c = s->conns; c; c = c->next)
-            if (c->idle && !c->evicted)
-                old = c; /* the list is newest first: the last one is the oldest */
+        /* the oldest silent one (never sent a byte), else the oldest
+         * pooled one; never one whose request is in its socket already */
+        mc_srv_conn *old = NULL, *silent = NULL;
+        for (mc_srv_conn *c = s->conns; c; c = c->next) {
+            int n = 0;
+            if (!c->idle || c->evicted || ioctl(c->fd, FIONREAD, &n) != 0 || n > 0)
+                continue;
+            old = c; /* the list is newest first: the last one is the oldest */
+            if (!c->served)
+                silent = c;
+        }
+        if (silent)
+            old = silent;
         if (old) {
             old->evicted = 1;
             shutdown(old->fd, SHUT_RDWR);
@@ -361,16 +402,18 @@ static void srv_make_room(tcp_mc_server *s)
 static void *srv_accept_main(void *arg)
 {
     tcp_mc_server *s = arg;
+    int paused = 0; /* accept lacked a resource: the listener is not watched for a while */
     for (;;) {
-        struct pollfd pf[2] = {{.fd = s->lfd, .events = POLLIN},
+        struct pollfd pf[2] = {{.fd = s->lfd, .events = paused ? 0 : POLLIN},
                                {.fd = s->stopfd, .events = POLLIN}};
-        if (poll(pf, 2, -1) < 0 && errno != EINTR)
+        if (poll(pf, 2, paused ? TERN_ACCEPT_PAUSE_MS : -1) < 0 && errno != EINTR)
             break;
         if (pf[1].revents & POLLIN)
             break;
+        paused = 0;
         if (pf[0].revents & POLLIN) {
             srv_make_room(s);
-            srv_accept_one(s);
+            paused = srv_accept_one(s) != 0;
         }
     }
     return NULL;

@@ -55,6 +55,12 @@ typedef struct tcp_mc_hooks {
     void (*tune)(void *arg, int fd);  /* socket options; may be NULL */
     int io_timeout_ms;                /* a stalled peer is cut after this */
     int max_conns;                    /* target side: connections served at once */
+    /* target side, appended (docs/protocol.md, Target budgets): a new
+     * connection's first header byte within unproven_idle_ms; a request's
+     * payload or data at min_rate bytes/s averaged over window_ms */
+    int unproven_idle_ms;
+    uint64_t min_rate;
+    int window_ms;
 } tcp_mc_hooks;
 
 /* ---- target side: a listener serving Mooncake initiators ---- */

@@ -63,7 +63,10 @@ static tcp_mc_hooks hooks_of(tcp_ctx *ctx)
                       .io_timeout_ms = ctx->io_timeout_ms,
                       /* a thread each: a few hundred at most */
                       .max_conns = ctx->opt_max_server_conns < 256 ? ctx->opt_max_server_conns
-                                                                   : 256};
+                                                                   : 256,
+                      .unproven_idle_ms = ctx->opt_unproven_idle_ms,
+                      .min_rate = ctx->opt_progress_min_rate,
+                      .window_ms = ctx->opt_progress_window_ms};
     return h;
 }
 
