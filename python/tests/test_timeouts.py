@@ -10,6 +10,7 @@ another thread: a call that gives up early or never gives up fails, and a
 test never hangs (the timer continues the peer whatever happens)."""
 
 import asyncio
+import os
 import threading
 import time
 
@@ -108,6 +109,25 @@ def test_notify_recv_async_zero_small_and_none(pair):
 
 # ---- waits on requests to a stopped peer -------------------------------------------
 
+def wait_stopped(pid):
+    """kill(SIGSTOP) returns before every thread of the peer has stopped:
+    a thread still running could serve a request sent right after.  Wait
+    until /proc shows every thread stopped ("T")."""
+    deadline = time.monotonic() + SLACK
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"peer {pid} did not stop")
+
+
 class Stopped:
     """A peer process stopped for the length of a with-block, continued on
     a timer after `hold` seconds (and at the block's end whatever happens)."""
@@ -117,6 +137,7 @@ class Stopped:
 
     def __enter__(self):
         self.peer.stop()
+        wait_stopped(self.peer.pid)
         self.timer = threading.Timer(self.hold, self.peer.cont)
         self.timer.start()
         self.t0 = time.monotonic()

@@ -16,6 +16,7 @@
  * keeps completions (and the bytes of slices submitted meanwhile) back
  * until query("release"); query("fail=N") fails the next N slices. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -273,6 +274,42 @@ static void proc_peer_start(proc_peer *p)
     cr_assert_eq(sscanf(line, "READY %127s", p->name), 1, "%s", line);
 }
 
+/* kill(SIGSTOP) returns before every thread of the peer has stopped (one
+ * still running could answer what is sent right after): wait until /proc
+ * shows each of its threads stopped. */
+static void wait_stopped(pid_t pid)
+{
+    for (int i = 0; i < 10000; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+        DIR *d = opendir(path);
+        cr_assert_not_null(d);
+        int running = 0, seen = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.')
+                continue;
+            char stat[320], buf[512] = "";
+            snprintf(stat, sizeof stat, "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+            FILE *f = fopen(stat, "r");
+            if (!f)
+                continue;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = 0;
+            const char *p = strrchr(buf, ')');
+            seen++;
+            if (!p || (p[2] != 'T' && p[2] != 't'))
+                running++;
+        }
+        closedir(d);
+        if (seen && !running)
+            return;
+        sleep_ms(1);
+    }
+    cr_assert_fail("peer %d did not stop", (int)pid);
+}
+
 static void proc_peer_stop(proc_peer *p)
 {
     kill(p->pid, SIGCONT);
@@ -313,6 +350,7 @@ Test(reset, refused_while_its_notification_waits_behind_another)
     tern_segment_id to_c = tern_segment_open(a.e, c.name);
     cr_assert_geq(to_c, 0, "%s", tern_engine_last_error(a.e));
     cr_assert_eq(kill(c.pid, SIGSTOP), 0);
+    wait_stopped(c.pid);
     tern_request r = {.opcode = TERN_WRITE, .local = a.buf, .segment = a.peer,
                       .remote = (uintptr_t)b.buf, .length = 4096};
     tern_batch *first = tern_batch_alloc(a.e, 1), *second = tern_batch_alloc(a.e, 1);
