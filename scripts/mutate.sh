@@ -3,8 +3,8 @@
 #
 # Each mutation below is one small edit of the code: a Perl regex that must
 # match exactly once in the tree's C sources (core/, transports/, include/,
-# plugins/, tools/; the file is found by searching, not by a fixed path) and
-# the literal text that replaces the match.  For each one, a scratch copy of
+# plugins/, tools/, python/src/; the file is found by searching, not by a
+# fixed path) and the literal text that replaces the match.  For each one, a scratch copy of
 # the tree is edited, rebuilt incrementally, and the test that should catch
 # it is run; the test must FAIL.  Then the file is restored.
 #
@@ -14,6 +14,9 @@
 #   NOT FOUND   the pattern matches nothing or more than one place: the code
 #               changed under it; re-point the pattern (one table line)
 #   BUILD FAIL  the mutated tree does not build
+# The C sources searched are also python/src (the binding).  A test that is
+# not a Criterion program (a Python file, a script) is named by its CTest
+# name, with "-" as the Criterion filter.
 # The exit status is non-zero unless every mutation was caught.
 #
 # Usage: scripts/mutate.sh [name ...]     (default: every mutation)
@@ -107,6 +110,38 @@ http-descriptor-64mib | - | #define HTTP_MAX_RESPONSE \KTERN_METASTORE_MAX_VALUE
 hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | && 0 && !keep_budget(s, c) | test_hostile | hostile/kept_notify_connections_leave_room_for_metadata
 memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
 mooncake-no-progress-floor | - | if \(\Kbelow_floor\(g, t0, done\)(?=\)) | 0 && below_floor(g, t0, done) | test_hostile | hostile/mooncake_port_budgets_silent_and_trickled
+# -- the step after a call, the exact edge, the bounded recovery (tests/core/test_after.c)
+# sync: a timed-out call returns only once its slice is back from the transport
+sync-returns-before-its-slice | - | \n    \Kwait_slices\(b\);(?= /\* the memory) | (void)0; | test_after | sync/timed_out_returns_only_after_its_slice_came_back
+# reset: not while a timed-out request's slice is held, nor a notification unsent
+reset-ignores-held-slices | - | if \(busy \|\| \Kinflight > 0(?= \|\| notes\)) | 0 | test_after | reset/refused_while_a_timed_out_slice_is_held
+reset-ignores-unsent-notification | - | inflight > 0 \|\| \Knotes(?=\) \{\n        pthread_mutex_unlock) | 0 | test_after | reset/refused_while_its_notification_waits_behind_another
+# backoff: 20 ms doubling, capped at 500 ms, reset by a success (time bounds)
+backoff-cap-is-a-floor | - | wait = wait \K>(?= TERN_BACKOFF_MAX_MS \?) | < | test_after | backoff/doubles_to_its_cap_and_a_success_resets_it
+backoff-without-cap | - | wait = wait > TERN_BACKOFF_MAX_MS \? \KTERN_BACKOFF_MAX_MS(?= : wait;) | wait | test_after | backoff/doubles_to_its_cap_and_a_success_resets_it
+backoff-kept-after-success | - | void tern_segment_ok\(tern_segment \*s\)\n\{\n    if \(\K(?=atomic_load_explicit\(&s->fails) | 0 && | test_after | backoff/doubles_to_its_cap_and_a_success_resets_it
+# notifications: names of 255 bytes, messages of TERN_NOTIFY_MAX, a queue of TERN_NOTIFY_QUEUE
+notify-name-256-sent | - | strlen\(msg\) > TERN_NOTIFY_MAX \|\| strlen\(name\) > \K255 | 256 | test_after | notify_edges/name_of_255_bytes_passes_256_is_refused
+batch-notify-name-256-taken | - | strlen\(name\) > \K255(?= \|\| strlen\(msg\) > TERN_NOTIFY_MAX\)) | 256 | test_after | notify_edges/name_of_255_bytes_passes_256_is_refused
+batch-notify-max-message-refused | - | \|\| strlen\(msg\) > \KTERN_NOTIFY_MAX(?=\)\n) | TERN_NOTIFY_MAX - 1 | test_after | notify_edges/message_of_exactly_the_limit_rides_on_a_batch
+notify-queue-full-one-early | - | if \(q->count == \KTERN_NOTIFY_QUEUE(?=\) \{ /\* full) | TERN_NOTIFY_QUEUE - 1 | test_after | notify_edges/queue_takes_exactly_its_bound_then_refuses
+# cut: a tail of exactly slice + 16 KiB stays one slice
+tail-rule-edge-excluded | - | remaining \K<=(?= slice_size \+ TERN_TAIL_SLACK) | < | test_batch | batch/slicing_and_tail_rule
+# GPU staging: a buffer holds a whole 64 KiB + 16 KiB slice
+stage-buffer-without-tail | - | st->bufsize = \(size_t\)max \K\+ STAGE_TAIL | + 0 | test_gpu | gpu/gpu_to_host_byte_exact_through_staging
+stage-full-buffer-refused | - | else if \(cs->s\.length \K>(?= st->bufsize\)) | >= | test_gpu | gpu/gpu_to_host_byte_exact_through_staging
+# tcp data port: a connection whose proof was refused serves nothing after
+tcp-refused-proof-still-served | - | c->state = S_CLOSING;\n        \Kreturn;(?=\n    \}\n    tcp_budget_prove) | (void)0; | test_auth | auth_engine/data_port_without_proof_can_neither_read_nor_write
+# shm: the target's range check at its exact edges
+shm-range-end-excluded | - | addr \+ len \K<=(?= e\[i\]\.addr \+ e\[i\]\.len\)) | < | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
+shm-range-one-past-end | - | addr \+ len <= e\[i\]\.addr \+ e\[i\]\.len\K(?=\)\n            return 1;) | + 1 | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
+shm-range-one-before-start | - | e\[i\]\.key == key && addr \K(?=>= e\[i\]\.addr) | + 1 | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
+# Python binding: every timeout class (python/tests/test_timeouts.py; "-": no Criterion filter)
+py-none-means-no-wait | - | if \(!timeout \|\| timeout == Py_None\) \{\n        \*ms = \K-1(?=;) | 0 | python_timeouts | -
+py-seconds-read-as-ms | - | \*ms = \(int\)\(s \* \K1000\.0(?= \+ 0\.5\);) | 1.0 | python_timeouts | -
+py-notify-recv-none-no-wait | - | if \(ms \K== 0(?=\) \{\n        rc = tern_notify_recv\() | <= 0 | python_timeouts | -
+py-sync-none-times-out | - | r->timeout_ms = ms < 0 \? \K0(?= : \(ms == 0) | 1 | python_timeouts | -
+py-sync-zero-never-times-out | - | r->timeout_ms = ms < 0 \? 0 : \(ms == 0 \? \K1(?= : ) | 0 | python_timeouts | -
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }
@@ -154,14 +189,21 @@ sync_tree() {
 }
 
 # What a run needs built: every target except the test programs, plus the
-# test programs named (a core change then relinks those, not all of them).
+# test programs named (a core change then relinks those, not all of them;
+# a CTest name that is no target, such as python_timeouts, adds nothing).
 # The runtime pieces (transport and metadata plugins, peer programs) are
 # targets of their own, so they are in.
 targets() {
-    cmake --build "$BLD" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p' |
+    local all t
+    all=$(cmake --build "$BLD" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+    printf '%s\n' "$all" |
         grep -vE '^(all|clean|depend|edit_cache|install.*|list_install_components|rebuild_cache|test)$' |
         grep -vE '^test_|_vm_|\.(o|i|s)$'
-    printf '%s\n' "$@"
+    # a test that is not a program of its own (python_*) builds nothing more
+    for t in "$@"; do
+        printf '%s\n' "$all" | grep -qx -- "$t" && printf '%s\n' "$t"
+    done
+    return 0
 }
 
 # build [test program ...]: configure once, then build incrementally.
@@ -189,7 +231,7 @@ run_test() {
 # The one C source the pattern matches in, and how often; prints "file count"
 # for every file with a match.
 locate() {
-    (cd "$SRC" && find core transports include plugins tools -name '*.[ch]' -print0 2>/dev/null |
+    (cd "$SRC" && find core transports include plugins tools python/src -name '*.[ch]' -print0 2>/dev/null |
         MP="$1" xargs -0 perl -0777 -ne '
             BEGIN { $p = $ENV{MP} }
             my $n = () = /$p/g;
@@ -236,7 +278,7 @@ declare -A BASE=()
 while IFS= read -r line; do
     name=$(field "$line" 1); sets=$(field "$line" 2)
     selected "$name" "$sets" || continue
-    t=$(field "$line" 5); f=$(field "$line" 6)
+    t=$(field "$line" 5); f=$(field "$line" 6); [ "$f" = - ] && f=
     [ -n "${BASE[$t/$f]:-}" ] && continue
     if run_test "$t" "$f" "$DIR/base.log"; then
         if [ -n "$f" ] && ! grep -q 'Tested: [1-9]' "$DIR/base.log"; then
@@ -253,7 +295,7 @@ done < <(table)
 caught=0; bad=0; total=0; started=$(date +%s)
 while IFS= read -r line; do
     name=$(field "$line" 1); sets=$(field "$line" 2); pat=$(field "$line" 3)
-    rep=$(field "$line" 4); t=$(field "$line" 5); f=$(field "$line" 6)
+    rep=$(field "$line" 4); t=$(field "$line" 5); f=$(field "$line" 6); [ "$f" = - ] && f=
     selected "$name" "$sets" || continue
     total=$((total + 1))
     where=$(locate "$pat")

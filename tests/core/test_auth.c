@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -550,6 +551,28 @@ Test(auth_engine, data_port_without_proof_can_neither_read_nor_write)
     uint8_t v[8];
     cr_assert_eq(tern_io_read_all(fd, v, sizeof v, 2000), 0);
     cr_assert_eq((int32_t)(v[4] | v[5] << 8 | v[6] << 16 | (uint32_t)v[7] << 24), TERN_ERR_AUTH);
+    /* The step after the refusal: a WRITE on the refused connection is
+     * never served (no reply, the connection ends) and writes nothing. */
+    tcp_req q = {.magic = TCP_REQ_MAGIC, .version = TCP_WIRE_VERSION, .opcode = TERN_WRITE,
+                 .id = 43, .addr = (uint64_t)(uintptr_t)bb, .length = 4096};
+    uint8_t wr[TCP_REQ_SIZE + 4096];
+    tcp_req_encode(wr, &q);
+    memset(wr + TCP_REQ_SIZE, 0xEE, 4096);
+    if (send(fd, wr, sizeof wr, MSG_NOSIGNAL) < 0) { /* already closed: as it should be */
+    }
+    uint8_t rep[TCP_REP_SIZE];
+    size_t got = 0;
+    for (;;) { /* read until the connection ends (or 3 s pass) */
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 3000) <= 0)
+            break;
+        ssize_t n = recv(fd, rep + (got < sizeof rep ? got : 0),
+                         got < sizeof rep ? sizeof rep - got : sizeof rep, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    cr_assert_eq(got, 0, "the refused connection answered a request (%zu bytes)", got);
     close(fd);
     /* A hello asking for another segment: no challenge (status
      * TERN_ERR_AUTH, no proof), closed. */

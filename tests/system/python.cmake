@@ -21,7 +21,7 @@ if(TERN_SANITIZE)
        "ASAN_OPTIONS=detect_leaks=0:log_path=${CMAKE_BINARY_DIR}/asan-logs/asan-python")
 endif()
 
-set(_tern_pytests api errors gil lifecycle logging mooncake stats transfer v2)
+set(_tern_pytests api errors gil lifecycle logging mooncake stats timeouts transfer v2)
 foreach(t ${_tern_pytests})
   add_test(NAME python_${t}
     COMMAND ${TERN_PYTHON_EXECUTABLE} -m pytest -q -rs -p no:cacheprovider

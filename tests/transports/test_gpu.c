@@ -258,7 +258,10 @@ static int move(pair *p, tern_opcode op, size_t off, size_t len, char *msg, size
 }
 
 static const size_t sizes[] = {
-    1, 4095, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 80 * KiB + 1, /* the tail rule's edge */
+    1, 4095, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1,
+    /* the tail rule's edge: 64 KiB slice + 16 KiB tail is one slice that
+     * fills a staging buffer exactly; one byte more is two slices */
+    80 * KiB, 80 * KiB + 1,
     3 * 64 * KiB + 7, 1 * MiB + 12345, 5 * MiB - 3,
 };
 

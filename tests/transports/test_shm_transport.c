@@ -284,6 +284,51 @@ Test(shm_transport, wrong_keys_and_deregistered_ranges_refused)
     inst_free(b);
 }
 
+/* The exact edges of the target's range check, both sides of each: a
+ * slice that ends on the registration's last byte or starts on its first
+ * is served; one byte past the end, or one before the start, is refused
+ * and writes nothing (the canaries around the buffer stay). */
+Test(shm_transport, range_edges_exact_in_one_byte_out)
+{
+    inst *a = inst_new(NULL), *b = inst_new(NULL);
+    void *pep = NULL, *ep = connect_pair(a, b, &pep);
+    region src = reg(a, 65536), dst = reg(b, 65536);
+    fill(src.buf, 65536, 5);
+    memset(dst.buf, 0, 65536);
+    uintptr_t d = (uintptr_t)dst.buf;
+    struct { uintptr_t at; int status; const char *what; } cases[] = {
+        {d + 65536 - 4096, 0, "ends on the last byte"},
+        {d, 0, "starts on the first byte"},
+        {d + 65536 - 4095, TERN_ERR_RANGE, "one byte past the end"},
+        {d - 1, TERN_ERR_RANGE, "one byte before the start"},
+    };
+    for (int i = 0; i < 4; i++) {
+        tern_slice *s = mk(1, src.buf, src.key, cases[i].at, dst.key, 4096);
+        run(ep, &s, 1);
+        cr_assert_eq(s->status, cases[i].status, "%s: %d %s", cases[i].what, s->status,
+                     s->errmsg);
+        free(s);
+    }
+    cr_assert_eq(memcmp(dst.buf, src.buf, 4096), 0, "the first 4 KiB arrived");
+    cr_assert_eq(memcmp(dst.buf + 65536 - 4096, src.buf, 4096), 0, "the last 4 KiB arrived");
+    canaries_intact(&dst);
+    /* the same edges on the local side: a READ into the last 4 KiB of the
+     * source is served, one byte past it refused */
+    tern_slice *in = mk(0, src.buf + 65536 - 4096, src.key, d, dst.key, 4096);
+    run(ep, &in, 1);
+    cr_assert_eq(in->status, 0, "%s", in->errmsg);
+    tern_slice *past = mk(0, src.buf + 65536 - 4095, src.key, d, dst.key, 4096);
+    run(ep, &past, 1);
+    cr_assert_eq(past->status, TERN_ERR_RANGE, "%d %s", past->status, past->errmsg);
+    canaries_intact(&src);
+    free(in);
+    free(past);
+    T->ep_close(ep);
+    T->ep_close(pep);
+    inst_free(a);
+    inst_free(b);
+}
+
 /* Start time of a process (field 22 of /proc/PID/stat). */
 static uint64_t start_of(pid_t pid)
 {

@@ -28,7 +28,11 @@
  * pgated=<passive opens that reached pgate> cgated=<active connects that
  * reached cgate> refused=<active endpoints closed unconnected: the peer
  * refused their Connection>";
- * query("hold") keeps completions back until query("release").  Also:
+ * query("hold") keeps completions back until query("release"), and a
+ * slice submitted while holding moves its bytes only when released (a
+ * transport that writes late: a test sees whether anything still touched
+ * the memory after a call returned); query("fail=N") makes the next N
+ * slices fail with fail_code (failures injected after a success).  Also:
  * unreachable (ep_open says TERN_ERR_UNREACHABLE), connect_fail (a
  * tern_err code ep_connect returns). */
 #define _POSIX_C_SOURCE 200809L
@@ -38,6 +42,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -266,6 +271,14 @@ static void hs_ep_close(void *vep)
     c->host->free(ep);
 }
 
+static void hs_move(tern_slice *s)
+{
+    if (s->opcode == 1)
+        memmove((void *)(uintptr_t)s->remote, s->local, s->length);
+    else
+        memmove(s->local, (void *)(uintptr_t)s->remote, s->length);
+}
+
 /* A finished slice goes back: held, or through complete() / the poll queue. */
 static void hs_finish(hs_ctx *c, tern_slice *s)
 {
@@ -303,6 +316,7 @@ static int hs_submit(void *vep, tern_slice *const *s, int n)
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&c->lock);
         int fail = c->fail_left > 0 ? (c->fail_left--, 1) : 0;
+        int late = c->hold; /* the bytes move when released */
         if (fail)
             c->failed_dev = ep->dev;
         else
@@ -312,10 +326,9 @@ static int hs_submit(void *vep, tern_slice *const *s, int n)
         if (fail)
             snprintf(s[i]->errmsg, sizeof s[i]->errmsg, HS_NAME ": injected failure %d",
                      (int)c->fail_code);
-        else if (s[i]->opcode == 1)
-            memmove((void *)(uintptr_t)s[i]->remote, s[i]->local, s[i]->length);
-        else
-            memmove(s[i]->local, (void *)(uintptr_t)s[i]->remote, s[i]->length);
+        else if (!late)
+            hs_move(s[i]);
+        s[i]->plugin[1] = late && !fail ? s[i] : NULL;
         s[i]->transferred = fail ? 0 : s[i]->length;
         pthread_mutex_lock(&c->lock);
         c->submitted++;
@@ -364,11 +377,16 @@ static int hs_query(void *vc, const char *what, char *out, size_t outlen)
         pthread_mutex_unlock(&c->lock);
         while (list) {
             tern_slice *next = list->plugin[0];
+            if (list->plugin[1]) /* submitted while holding: its bytes move now */
+                hs_move(list);
+            list->plugin[1] = NULL;
             hs_finish(c, list);
             list = next;
         }
         pthread_mutex_lock(&c->lock);
     }
+    if (what && strncmp(what, "fail=", 5) == 0)
+        c->fail_left = atoll(what + 5);
     if (what && strcmp(what, "open_gate") == 0)
         c->gate_open = 1;
     if (what && strcmp(what, "open_pgate") == 0)
