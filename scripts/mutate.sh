@@ -32,7 +32,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DIR=${MUTATE_DIR:-$ROOT/build-mutate}
+DIR=$(realpath -m -- "${MUTATE_DIR:-$ROOT/build-mutate}") # a relative one: from where it was started
 SET=${MUTATE_SET:-all}
 JOBS=${JOBS:-2}
 SRC=$DIR/src
