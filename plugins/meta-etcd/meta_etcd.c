@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tern/metastore.h"
 
@@ -140,7 +141,9 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
 }
 
 /* One POST to one endpoint: 0 with *resp, or a tern code; *retry set when
- * the next endpoint is worth trying (could not connect, timed out). */
+ * the next endpoint is worth trying: 1 could not connect or timed out, 2 the
+ * member answered 5xx (503 "leader changed", "no leader": an election, over
+ * in a second or two; another member or a later try succeeds). */
 static int post_one(estore *s, const char *host, const char *path, const char *req,
                     json_object **resp, int *retry, char *err, size_t errlen)
 {
@@ -185,6 +188,8 @@ static int post_one(estore *s, const char *host, const char *path, const char *r
                 json_object_object_get_ex(o, "error", &m);
             rc = errf(err, errlen, TERN_ERR_IO, "%s: HTTP %ld: %s", url, status,
                       m ? json_object_get_string(m) : "(no message)");
+            if (status >= 500)
+                *retry = 2;
             json_object_put(o);
         } else {
             *resp = o;
@@ -194,17 +199,25 @@ static int post_one(estore *s, const char *host, const char *path, const char *r
     return rc;
 }
 
-/* POST to the endpoints in turn, starting with the last good one. */
-static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
-                size_t errlen)
+static uint64_t mono_ms(void)
 {
-    const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One round over the endpoints, starting with the last good one: 0, or the
+ * last error with every endpoint's in all; *electing when one answered 5xx. */
+static int post_round(estore *s, const char *text, const char *path, json_object **resp,
+                      int *electing, int *final, char *all, size_t allen, char *err,
+                      size_t errlen)
+{
     pthread_mutex_lock(&s->mu);
     int start = s->good;
     pthread_mutex_unlock(&s->mu);
-    char all[1024] = "";
     size_t al = 0;
     int rc = TERN_ERR_CONNECT;
+    all[0] = '\0';
     for (int k = 0; k < s->nhosts; k++) {
         int i = (start + k) % s->nhosts, retry = 0;
         char one[512];
@@ -215,15 +228,43 @@ static int post(estore *s, const char *path, json_object *req, json_object **res
             pthread_mutex_unlock(&s->mu);
             return 0;
         }
-        if (!retry)
+        if (!retry) {
+            *final = 1;
             return errf(err, errlen, rc, "%s", one);
-        if (al < sizeof all)
-            al += (size_t)snprintf(all + al, sizeof all - al, "%s%s", al ? "; " : "", one);
+        }
+        *electing |= retry == 2;
+        if (al < allen)
+            al += (size_t)snprintf(all + al, allen - al, "%s%s", al ? "; " : "", one);
     }
-    return errf(err, errlen, rc,
-                "no etcd endpoint answered (%s); check that etcd is running with "
-                "--listen-client-urls covering %s",
-                all, s->uri);
+    return rc;
+}
+
+/* POST to the endpoints in turn.  While a member answers 5xx (a leader
+ * election) the rounds are repeated, backing off, up to the store's
+ * timeout: an election must not fail an engine's register or open.  When
+ * no endpoint answers at all, the store is down: reported at once. */
+static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
+                size_t errlen)
+{
+    const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    uint64_t end = mono_ms() + (uint64_t)s->timeout_ms;
+    long nap_ms = 50;
+    char all[1024];
+    for (;;) {
+        int electing = 0, final = 0;
+        int rc = post_round(s, text, path, resp, &electing, &final, all, sizeof all, err, errlen);
+        if (rc == 0 || final)
+            return rc; /* done, or refused for good (not worth another endpoint) */
+        if (!electing || mono_ms() + (uint64_t)nap_ms >= end)
+            return errf(err, errlen, rc,
+                        "no etcd endpoint answered%s (%s); check that etcd is running with "
+                        "--listen-client-urls covering %s and that a majority of its members "
+                        "is up", electing ? " within the store's timeout" : "", all, s->uri);
+        struct timespec ts = {0, nap_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        if (nap_ms < 400)
+            nap_ms *= 2;
+    }
 }
 
 static void add_b64(json_object *o, const char *name, const char *data, size_t n)
