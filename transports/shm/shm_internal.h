@@ -4,7 +4,8 @@
  * submit), shm_ident.c (who a peer is and whether this process may reach
  * it), shm_table.c (the registration table each process publishes in its own
  * memory and the peer reads before every copy), shm_pool.c (the worker
- * threads that copy), shm_drain.c (the processes that copy into ours, and
+ * threads that copy), shm_copy.c (one chunk's copy, below the pool, and
+ * an endpoint's last reference), shm_drain.c (the processes that copy into ours, and
  * the wait at deregistration for their copies under way).  The protocol is in docs/protocol.md, "Same-host
  * transport". */
 #ifndef TERN_SHM_INTERNAL_H
@@ -231,11 +232,11 @@ void shm_copiers_add(shm_copiers *c, const shm_ident *id);
  * with msg naming the process still copying. */
 int shm_drain_wait(shm_ctx *ctx, uint64_t seq, int wait_ms, char *msg, size_t msglen);
 
-/* Drops a reference; the last one frees the endpoint (shm.c). */
+/* Drops a reference; the last one frees the endpoint (shm_copy.c). */
 void shm_ep_unref(shm_ep *ep);
 
 /* Copy one chunk [off, off+len) of s: checks and process_vm_*; 0 or a
- * tern_err with msg (shm.c).  Refuses (CLOSED) once ep_close began. */
+ * tern_err with msg (shm_copy.c).  Refuses (CLOSED) once ep_close began. */
 int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
                    size_t msglen);
 
