@@ -145,6 +145,26 @@ static int route_gpu_target(const tern_segment *seg, const tern_xport *x, uint64
                      seg->name, b->location, x->pl->name);
 }
 
+_Static_assert(TERN_OP_READ == TERN_READ && TERN_OP_WRITE == TERN_WRITE &&
+                   TERN_CAP_OP(TERN_OP_READ) == TERN_CAP_READ &&
+                   TERN_CAP_OP(TERN_OP_WRITE) == TERN_CAP_WRITE,
+               "the ABI's operations are the API's opcodes");
+
+/* A transport is sent only the operations its caps carry: for a peer that
+ * needs another one it is a transport that cannot reach it, and
+ * UNREACHABLE moves the peer to the next transport both sides list
+ * (<tern/transport.h>, capability bits).  Segment lock held. */
+static int route_op(const tern_segment *seg, const tern_xport *x, int op, char *err,
+                    size_t errlen)
+{
+    if (x->ops->caps & TERN_CAP_OP(op))
+        return 0;
+    const char *name = op == TERN_OP_WRITE ? "WRITE" : "READ";
+    return tern_errf(err, errlen, TERN_ERR_UNREACHABLE,
+                     "transport '%s' does not do %s (its caps lack TERN_CAP_%s), which a "
+                     "request to segment '%s' needs", x->pl->name, name, name, seg->name);
+}
+
 int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
 {
     tern_engine *e = cs->b->e;
@@ -157,13 +177,18 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     }
     tern_xport *x = &e->xports[seg->xport];
     cs->x = x;
+    int rc = route_op(seg, x, cs->s.opcode, err, errlen);
+    if (rc) {
+        pthread_rwlock_unlock(&seg->lock);
+        return rc;
+    }
     tern_xport_device_revive(x, tern_now_ms());
     tern_path path;
     tern_memory_rdlock(&e->mem);
     /* GPU memory prefers the NIC closest to its GPU (docs/gpu.md, Topology). */
     const char *hint = cs->gpu >= 0 && cs->gpu < TERN_GPU_NEAR_MAX && x->gpu_near[cs->gpu][0]
                            ? x->gpu_near[cs->gpu] : NULL;
-    int rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
+    rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
                                    (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
                                    cs->attempt, hint, &path, err, errlen);
     tern_memory_unlock(&e->mem);

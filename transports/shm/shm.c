@@ -391,7 +391,7 @@ static void shm_ep_close(void *vep)
 
 static int bad_slice(const tern_slice *s)
 {
-    return (s->opcode != SHM_READ && s->opcode != SHM_WRITE) || s->length == 0 ||
+    return (s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || s->length == 0 ||
            s->remote + s->length < s->remote;
 }
 

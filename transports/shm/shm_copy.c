@@ -42,7 +42,7 @@ static int move(shm_ep *ep, int op, uint8_t *local, uint64_t remote, uint64_t le
     pid_t pid = (pid_t)ep->peer.pid;
     while (len > 0) {
         struct iovec l = {local, len}, r = {(void *)(uintptr_t)remote, len};
-        ssize_t n = op == SHM_WRITE ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+        ssize_t n = op == TERN_OP_WRITE ? process_vm_writev(pid, &l, 1, &r, 1, 0)
                                     : process_vm_readv(pid, &l, 1, &r, 1, 0);
         if (n < 0 && errno == EINTR)
             continue;

@@ -20,8 +20,6 @@
 #include <tern/transport.h>
 
 #define SHM_VERSION "1.0.0"
-#define SHM_READ 0  /* TERN_READ in <tern/tern.h> */
-#define SHM_WRITE 1 /* TERN_WRITE */
 
 #define SHM_TABLE_MAGIC 0x32544D48534E5254ULL /* "TRNSHMT2" */
 #define SHM_PROOF_MAGIC 0x31504D48534E5254ULL /* "TRNSHMP1" */
