@@ -113,7 +113,7 @@ int rd_submit(void *vep, tern_slice *const *slices, int n)
             now = s;
             continue;
         }
-        s_set_left(s, tern_rdma_wr_count(s->length, ep->dev->piece));
+        s_set_left(s, rd_wr_count(s->length, ep->dev->piece));
         if (ep->q_tail)
             S_NEXT(ep->q_tail) = s;
         else
