@@ -6,8 +6,9 @@
  * the peer's registration with its rkey, copies, and hands the slice back
  * at once through the host service complete() (ABI 1.1: no poll(), no
  * queue of its own).  It is useful for tests (two engines in one process) and as the
- * worked example of docs/plugins.md: it includes only <tern/transport.h>, libc
- * and pthread, so `cc $(pkg-config --cflags tern) -shared -fPIC` builds it.
+ * worked example of docs/plugins.md: it includes only <tern/plugin_kit.h>
+ * (which brings <tern/transport.h>), libc and pthread, so
+ * `cc $(pkg-config --cflags tern) -shared -fPIC` builds it.
  *
  * The "fabric" of a same-process transport is the process itself: the only
  * state outside a context is the list of live contexts (instances), so that
@@ -18,16 +19,32 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <tern/transport.h>
+#include <tern/plugin_kit.h>
 
 #define MC_VERSION "1.0.0"
+
+/* The YAML keys, written once (tern/plugin_kit.h): each row is a line of
+ * the table the core validates and documents, and says where the value
+ * lands in mc_opts, filled by tern_kit_options_fill in mc_init. */
+typedef struct mc_opts {
+    char device[TERN_NAME_MAX];
+    int32_t queue_depth; /* slices one submit() call takes, at most */
+} mc_opts;
+
+#define MC_OPTIONS(X)                                                                     \
+    X(mc_opts, device, "device", TERN_OPT_STRING, 0, 0, NULL, "mem0",                     \
+      "name of the one device this transport shows")                                      \
+    X(mc_opts, queue_depth, "queue_depth", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",        \
+      "slices one submit() call takes at most")
+
+static const tern_option mc_options[] = {MC_OPTIONS(TERN_KIT_OPTION) TERN_KIT_OPTIONS_END};
+static const tern_kit_field mc_fields[] = {MC_OPTIONS(TERN_KIT_FIELD) TERN_KIT_FIELDS_END};
 
 typedef struct mc_mr {
     struct mc_mr *next;
@@ -40,8 +57,7 @@ typedef struct mc_ctx {
     const tern_host_services *host;
     uint64_t instance;         /* published by segment_describe */
     struct mc_ctx *next_live;  /* link in the process-wide instance list */
-    char device[TERN_NAME_MAX];
-    int queue_depth;           /* slices one submit() call takes, at most */
+    mc_opts opt;
 
     pthread_rwlock_t mr_lock;  /* registrations: readers copy, writers (de)register */
     mc_mr *mrs;
@@ -58,20 +74,6 @@ typedef struct mc_ep {
 static pthread_mutex_t mc_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static mc_ctx *mc_live;
 static uint64_t mc_last_instance;
-
-static int mc_err(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int mc_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* Caller holds mc_live_lock. */
 static mc_ctx *mc_live_find(uint64_t instance)
@@ -106,26 +108,25 @@ static void mc_live_remove(mc_ctx *ctx)
 
 static int mc_init(const tern_host_services *host, void **out, char *err, size_t errlen)
 {
+    /* A name the option table cannot bound: checked here. */
     const char *dev = host->config_get(host->host, "device");
-    int64_t depth = host->config_get_int(host->host, "queue_depth", 4096);
     if (!dev || !dev[0] || strlen(dev) >= TERN_NAME_MAX)
-        return mc_err(err, errlen, TERN_ERR_INVAL,
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
                       "memcpy: device name '%s' is empty or longer than %d characters",
                       dev ? dev : "", TERN_NAME_MAX - 1);
     mc_ctx *ctx = host->alloc(sizeof *ctx);
     if (!ctx)
-        return mc_err(err, errlen, TERN_ERR_NOMEM, "memcpy: out of memory for the context");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "memcpy: out of memory for the context");
     memset(ctx, 0, sizeof *ctx);
     ctx->host = host;
-    snprintf(ctx->device, sizeof ctx->device, "%s", dev);
-    ctx->queue_depth = depth < 1 ? 1 : depth > (1 << 20) ? (1 << 20) : (int)depth;
+    tern_kit_options_fill(host, mc_options, mc_fields, &ctx->opt);
     ctx->next_key = 1;
 
     pthread_rwlock_init(&ctx->mr_lock, NULL);
 
     mc_live_add(ctx);
     host->log(host->host, TERN_LOG_DEBUG, "instance %llu, device %s, queue_depth %d",
-              (unsigned long long)ctx->instance, ctx->device, ctx->queue_depth);
+              (unsigned long long)ctx->instance, ctx->opt.device, ctx->opt.queue_depth);
     *out = ctx;
     return 0;
 }
@@ -153,7 +154,7 @@ static int mc_devices(void *vctx, tern_device_info *out, int max)
     if (max < 1)
         return 0;
     memset(&out[0], 0, sizeof out[0]);
-    snprintf(out[0].name, sizeof out[0].name, "%s", ctx->device);
+    snprintf(out[0].name, sizeof out[0].name, "%s", ctx->opt.device);
     out[0].numa_node = -1; /* memory, not a PCI device: reachable from every node */
     return 1;
 }
@@ -165,11 +166,11 @@ static int mc_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *keys
 {
     mc_ctx *ctx = vctx;
     if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
-        return mc_err(err, errlen, TERN_ERR_INVAL,
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
                       "memcpy: cannot register %p length %zu: empty or wraps around", addr, len);
     mc_mr *m = ctx->host->alloc(sizeof *m);
     if (!m)
-        return mc_err(err, errlen, TERN_ERR_NOMEM, "memcpy: out of memory registering %zu bytes",
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "memcpy: out of memory registering %zu bytes",
                       len);
     m->addr = (uintptr_t)addr;
     m->len = len;
@@ -231,16 +232,16 @@ static int mc_ep_open(void *vctx, const tern_ep_params *params, void **out, char
     const tern_host_services *h = ctx->host;
     uint64_t pid = 0, instance = 0;
     if (params->local_dev != 0 || params->peer_dev != 0)
-        return mc_err(err, errlen, TERN_ERR_INVAL,
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
                       "memcpy: only device 0 exists (asked local %d, peer %d)",
                       params->local_dev, params->peer_dev);
     if (h->desc_get_u64(params->peer_segment, "pid", &pid) < 0 ||
         h->desc_get_u64(params->peer_segment, "instance", &instance) < 0)
-        return mc_err(err, errlen, TERN_ERR_PROTOCOL,
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
                       "memcpy: peer %s published no pid/instance for memcpy",
                       params->peer_name ? params->peer_name : "?");
     if (pid != (uint64_t)getpid())
-        return mc_err(err, errlen, TERN_ERR_CONNECT,
+        return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
                       "memcpy: peer %s is process %llu, this is %ld: the memcpy transport only "
                       "reaches the same process", params->peer_name ? params->peer_name : "?",
                       (unsigned long long)pid, (long)getpid());
@@ -248,12 +249,12 @@ static int mc_ep_open(void *vctx, const tern_ep_params *params, void **out, char
     int live = mc_live_find(instance) != NULL;
     pthread_mutex_unlock(&mc_live_lock);
     if (!live)
-        return mc_err(err, errlen, TERN_ERR_CONNECT,
+        return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
                       "memcpy: peer %s (instance %llu) is gone from this process",
                       params->peer_name ? params->peer_name : "?", (unsigned long long)instance);
     mc_ep *ep = h->alloc(sizeof *ep);
     if (!ep)
-        return mc_err(err, errlen, TERN_ERR_NOMEM, "memcpy: out of memory for an endpoint");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "memcpy: out of memory for an endpoint");
     *ep = (mc_ep){.ctx = ctx, .peer_instance = instance};
     *out = ep;
     return 0;
@@ -337,7 +338,7 @@ static int mc_submit(void *vep, tern_slice *const *slices, int n)
     mc_ctx *ctx = ep->ctx;
     if (!ep->connected)
         return TERN_ERR_INVAL;
-    int accepted = n < ctx->queue_depth ? n : ctx->queue_depth; /* the core submits the rest */
+    int accepted = n < ctx->opt.queue_depth ? n : ctx->opt.queue_depth; /* the core submits the rest */
     for (int i = 0; i < accepted; i++) {
         tern_slice *s = slices[i];
         s->errmsg[0] = '\0';
@@ -354,19 +355,11 @@ static int mc_query(void *vctx, const char *what, char *out, size_t outlen)
     mc_ctx *ctx = vctx;
     (void)what;
     snprintf(out, outlen, "instance=%llu queue_depth=%d", (unsigned long long)ctx->instance,
-             ctx->queue_depth);
+             ctx->opt.queue_depth);
     return 0;
 }
 
 /* ---- the exported symbol ------------------------------------------------------------ */
-
-static const tern_option mc_options[] = {
-    {.key = "device", .type = TERN_OPT_STRING, .default_value = "mem0",
-     .help = "name of the one device this transport shows"},
-    {.key = "queue_depth", .type = TERN_OPT_INT, .min = 1, .max = 1 << 20,
-     .default_value = "4096", .help = "slices one submit() call takes at most"},
-    {.key = NULL, .type = TERN_OPT_END},
-};
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .magic = TERN_TRANSPORT_MAGIC,

@@ -29,7 +29,7 @@ readelf -d "$libdir/libtern.so" | grep -q 'SONAME.*\[libtern\.so\.0\]' ||
 pass "libtern.so with SONAME libtern.so.0 in $libdir"
 
 # headers, plugins, pkg-config, configs, tools
-for h in tern.h errors.h transport.h metastore.h; do
+for h in tern.h errors.h transport.h metastore.h plugin_kit.h; do
     [ -f "$prefix/include/tern/$h" ] || fail "header include/tern/$h not installed"
 done
 [ -f "$libdir/tern/libtern-memcpy.so" ] || fail "plugin libtern-memcpy.so not in $libdir/tern"

@@ -20,7 +20,6 @@
  * docs/protocol.md, "Same-host transport". */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,20 +31,6 @@
 #define MAX_WORKERS 64
 #define AUTO_WORKERS_MAX 8
 _Static_assert(MAX_WORKERS <= SHM_COPY_SLOTS, "a copying[] slot for every worker");
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* One WARN line per distinct cause, so a peer that shm cannot reach costs
  * one log line and not one per slice. */
@@ -65,6 +50,23 @@ static int unreachable(shm_ctx *ctx, int rc, const char *err)
     return rc;
 }
 
+/* ---- options (tern/plugin_kit.h: one list, the table and where each goes) ----- */
+
+#define SHM_OPTIONS(X)                                                                    \
+    X(shm_opts, workers, "workers", TERN_OPT_INT, 0, MAX_WORKERS, NULL, "0",              \
+      "copy threads; 0 = the number of online CPUs, at most 8")                           \
+    X(shm_opts, chunk_size, "chunk_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "256K",   \
+      "bytes one worker copies at a time (a large slice is spread over the workers)")     \
+    X(shm_opts, slice_size, "slice_size", TERN_OPT_SIZE, 4096, 64ll << 20, NULL, "4M",    \
+      "bytes per slice on this transport")                                                \
+    X(shm_opts, max_registrations, "max_registrations", TERN_OPT_INT, 1, 1 << 20, NULL,   \
+      "4096", "entries of the published registration table")                              \
+    X(shm_opts, unregister_wait_ms, "unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL,  \
+      "1000", "how long a deregistration waits for peers' copies into the range to finish")
+
+static const tern_option shm_options[] = {SHM_OPTIONS(TERN_KIT_OPTION) TERN_KIT_OPTIONS_END};
+static const tern_kit_field shm_fields[] = {SHM_OPTIONS(TERN_KIT_FIELD) TERN_KIT_FIELDS_END};
+
 /* ---- init / fini / devices ------------------------------------------------------ */
 
 static int auto_workers(void)
@@ -76,22 +78,20 @@ static int auto_workers(void)
 static int shm_init(const tern_host_services *host, void **out, char *err, size_t errlen)
 {
     if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
-        return ferr(err, errlen, TERN_ERR_NOT_SUPPORTED,
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
                     "shm: the core offers no complete() host service (ABI 1.1 needed)");
     shm_ctx *ctx = host->alloc(sizeof *ctx);
     if (!ctx)
-        return ferr(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for the context");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for the context");
     memset(ctx, 0, sizeof *ctx);
     ctx->host = host;
-    int64_t w = host->config_get_int(host->host, "workers", 0);
-    ctx->workers = w <= 0 ? auto_workers() : w > MAX_WORKERS ? MAX_WORKERS : (int)w;
-    int64_t chunk = host->config_get_int(host->host, "chunk_size", 256 << 10);
-    ctx->chunk = chunk < 4096 ? 4096 : (uint64_t)chunk;
-    int64_t cap = host->config_get_int(host->host, "max_registrations", 4096);
-    ctx->unregister_wait_ms = (int)host->config_get_int(host->host, "unregister_wait_ms", 1000);
+    tern_kit_options_fill(host, shm_options, shm_fields, &ctx->opt);
+    ctx->workers = ctx->opt.workers == 0 ? auto_workers() : (int)ctx->opt.workers;
+    ctx->chunk = (uint64_t)ctx->opt.chunk_size;
+    int64_t cap = ctx->opt.max_registrations;
     pthread_mutex_init(&ctx->log_lock, NULL);
     shm_copiers_init(&ctx->copiers);
-    int rc = shm_local_init(&ctx->local, cap < 1 ? 1 : (uint64_t)cap, err, errlen);
+    int rc = shm_local_init(&ctx->local, (uint64_t)cap, err, errlen);
     if (rc == 0)
         rc = shm_ident_self(&ctx->self, ctx->local.t->head.instance,
                             (uint64_t)(uintptr_t)ctx->local.t, err, errlen);
@@ -142,11 +142,11 @@ static int shm_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
 {
     shm_ctx *ctx = vctx;
     if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
-        return ferr(err, errlen, TERN_ERR_INVAL,
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
                     "shm: cannot register %p length %zu: empty or wraps around", addr, len);
     uint64_t key = 0;
     if (shm_local_add(&ctx->local, (uintptr_t)addr, len, &key) != 0)
-        return ferr(err, errlen, TERN_ERR_NOMEM,
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM,
                     "shm: %llu registrations already: raise transports.shm.max_registrations",
                     (unsigned long long)ctx->local.t->head.cap);
     memset(keys, 0, sizeof *keys);
@@ -165,7 +165,8 @@ static int shm_mr_deregister(void *vctx, void *mr)
     uint64_t seq = 0;
     int rc = shm_local_remove(&ctx->local, (uint64_t)(uintptr_t)mr, &seq);
     char msg[256];
-    if (rc == 0 && shm_drain_wait(ctx, seq, ctx->unregister_wait_ms, msg, sizeof msg) != 0)
+    int wait_ms = (int)ctx->opt.unregister_wait_ms;
+    if (rc == 0 && shm_drain_wait(ctx, seq, wait_ms, msg, sizeof msg) != 0)
         ctx->host->log(ctx->host->host, TERN_LOG_WARN, "deregistering key %llu: %s",
                        (unsigned long long)(uintptr_t)mr, msg);
     return rc;
@@ -209,7 +210,7 @@ static int shm_ep_open(void *vctx, const tern_ep_params *params, void **out, cha
     shm_ctx *ctx = vctx;
     const char *who = params->peer_name ? params->peer_name : "?";
     if (params->local_dev != 0 || params->peer_dev != 0)
-        return ferr(err, errlen, TERN_ERR_INVAL, "shm: only device 0 exists (asked local %d, "
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "shm: only device 0 exists (asked local %d, "
                     "peer %d)", params->local_dev, params->peer_dev);
     shm_ident peer;
     char why[400] = "";
@@ -218,16 +219,16 @@ static int shm_ep_open(void *vctx, const tern_ep_params *params, void **out, cha
         /* Active: the published identity must be reachable before any
          * handshake (other boot, other pid namespace, dead pid, no access). */
         if (!have)
-            return ferr(err, errlen, TERN_ERR_PROTOCOL, "%s (peer %s)", why, who);
+            return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s (peer %s)", why, who);
         int rc = shm_ident_reach(&ctx->self, &peer, why, sizeof why);
         if (rc) {
-            ferr(err, errlen, rc, "%s (peer %s)", why, who);
+            tern_kit_errf(err, errlen, rc, "%s (peer %s)", why, who);
             return unreachable(ctx, rc, err);
         }
     }
     shm_ep *ep = ep_new(ctx, params->passive);
     if (!ep)
-        return ferr(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for an endpoint");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for an endpoint");
     if (have) {
         ep->have_blob = 1;
         ep_set_peer(ep, &peer);
@@ -274,7 +275,7 @@ static int check_proof(shm_ep *ep, uint64_t slot, uint64_t want_instance, int to
     if (shm_bind(ep->ctx->host, to_target, ep->nonce, ep->initiator, ep->target, want) != 0 ||
         slot >= SHM_PROOF_SLOTS || pr.magic != SHM_PROOF_MAGIC ||
         pr.peer_instance != want_instance || pr.nonce[0] != want[0] || pr.nonce[1] != want[1])
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                     "shm: process %llu does not show this handshake's nonce bound to segments "
                     "%.100s -> %.100s in its table (proof slot %llu): it is not the engine "
                     "that answered the handshake for %.100s (a relayed handshake, or another "
@@ -294,7 +295,7 @@ static int read_fields(shm_ep *ep, const tern_desc *peer, shm_ident *id, uint64_
     if (h->desc_get_u64(peer, "nonce0", &nonce[0]) < 0 ||
         h->desc_get_u64(peer, "nonce1", &nonce[1]) < 0 ||
         h->desc_get_u64(peer, "proof_slot", slot) < 0)
-        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer's handshake has no nonce "
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer's handshake has no nonce "
                     "or proof_slot");
     return 0;
 }
@@ -307,7 +308,7 @@ static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[
     shm_ctx *ctx = ep->ctx;
     if (id->pid != ep->peer.pid || id->instance != ep->peer.instance ||
         id->table != ep->peer.table || nonce[0] != ep->nonce[0] || nonce[1] != ep->nonce[1])
-        return unreachable(ctx, ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return unreachable(ctx, tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                            "shm: the handshake reply names process %llu instance %llx, the "
                            "segment names process %llu instance %llx",
                            (unsigned long long)id->pid, (unsigned long long)id->instance,
@@ -333,7 +334,7 @@ static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce
     char why[400] = "";
     int rc = 0;
     if (ep->have_blob && (id->pid != ep->peer.pid || id->instance != ep->peer.instance))
-        rc = ferr(why, sizeof why, TERN_ERR_UNREACHABLE,
+        rc = tern_kit_errf(why, sizeof why, TERN_ERR_UNREACHABLE,
                   "shm: the handshake names process %llu instance %llx, the initiator's "
                   "segment process %llu instance %llx", (unsigned long long)id->pid,
                   (unsigned long long)id->instance, (unsigned long long)ep->peer.pid,
@@ -364,7 +365,7 @@ static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t er
 {
     shm_ep *ep = vep;
     if (!peer)
-        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: no handshake fields from the peer");
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "shm: no handshake fields from the peer");
     shm_ident id;
     uint64_t nonce[2], slot;
     int rc = read_fields(ep, peer, &id, nonce, &slot, err, errlen);
@@ -445,20 +446,6 @@ static int shm_query(void *vctx, const char *what, char *out, size_t outlen)
 }
 
 /* ---- the exported symbol ---------------------------------------------------------- */
-
-static const tern_option shm_options[] = {
-    {"workers", TERN_OPT_INT, 0, MAX_WORKERS, NULL, "0",
-     "copy threads; 0 = the number of online CPUs, at most 8"},
-    {"chunk_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "256K",
-     "bytes one worker copies at a time (a large slice is spread over the workers)"},
-    {"slice_size", TERN_OPT_SIZE, 4096, 64ll << 20, NULL, "4M",
-     "bytes per slice on this transport"},
-    {"max_registrations", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",
-     "entries of the published registration table"},
-    {"unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL, "1000",
-     "how long a deregistration waits for peers' copies into the range to finish"},
-    {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
-};
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .magic = TERN_TRANSPORT_MAGIC,

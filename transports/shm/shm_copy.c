@@ -4,26 +4,11 @@
  * the pool (shm_pool.c), which calls it, and below shm.c. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 
 #include "shm_internal.h"
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 void shm_ep_unref(shm_ep *ep)
 {
@@ -49,15 +34,15 @@ static int move(shm_ep *ep, int op, uint8_t *local, uint64_t remote, uint64_t le
         if (n <= 0) {
             int e = n < 0 ? errno : EFAULT;
             if (e == ESRCH)
-                return ferr(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone",
+                return tern_kit_errf(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone",
                             (long)pid);
             if (e == EFAULT)
-                return ferr(msg, msglen, TERN_ERR_RANGE, "shm: 0x%llx+%llu is not mapped in "
+                return tern_kit_errf(msg, msglen, TERN_ERR_RANGE, "shm: 0x%llx+%llu is not mapped in "
                             "process %ld", (unsigned long long)remote,
                             (unsigned long long)len, (long)pid);
             char why[400];
             shm_ident_explain(pid, e, why, sizeof why);
-            return ferr(msg, msglen, TERN_ERR_UNREACHABLE, "shm: %s", why);
+            return tern_kit_errf(msg, msglen, TERN_ERR_UNREACHABLE, "shm: %s", why);
         }
         local += n;
         remote += (uint64_t)n;
@@ -75,7 +60,7 @@ static int copy_chunk(shm_ep *ep, int slot, tern_slice *s, uint64_t off, uint64_
     uint8_t *local = (uint8_t *)s->local + off;
     uint64_t remote = s->remote + off, seq = 0;
     if (!shm_local_covers(l, slot, s->lkey, (uintptr_t)local, len))
-        return ferr(msg, msglen, TERN_ERR_RANGE, "shm: local %p+%llu not registered with lkey "
+        return tern_kit_errf(msg, msglen, TERN_ERR_RANGE, "shm: local %p+%llu not registered with lkey "
                     "%llu", (void *)local, (unsigned long long)len, (unsigned long long)s->lkey);
     /* The peer's CURRENT table, read now: a range it unregistered is refused. */
     int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, &seq, msg, msglen);
@@ -93,7 +78,7 @@ int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *
     atomic_fetch_add(&ep->running, 1);
     int rc;
     if (atomic_load(&ep->closing)) {
-        rc = ferr(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed");
+        rc = tern_kit_errf(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed");
     } else {
         int slot = shm_copy_begin(&ep->ctx->local, ep->peer.instance);
         rc = copy_chunk(ep, slot, s, off, len, msg, msglen);

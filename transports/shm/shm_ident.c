@@ -7,7 +7,6 @@
  * it published. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +16,6 @@
 #include <unistd.h>
 
 #include "shm_internal.h"
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 int shm_random(void *buf, size_t len)
 {
@@ -131,11 +116,11 @@ int shm_ident_self(shm_ident *id, uint64_t instance, uint64_t table, char *err, 
     id->instance = instance;
     id->table = table;
     if (read_line("/proc/sys/kernel/random/boot_id", id->boot, sizeof id->boot) != 0)
-        return ferr(err, errlen, TERN_ERR_NOT_FOUND,
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
                     "shm: cannot read /proc/sys/kernel/random/boot_id (%s): is /proc mounted?",
                     strerror(errno));
     if (!id->start || !id->pidns)
-        return ferr(err, errlen, TERN_ERR_NOT_FOUND,
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
                     "shm: cannot read this process's start time or pid namespace from /proc/self "
                     "(is /proc mounted?)");
     return 0;
@@ -162,14 +147,14 @@ int shm_ident_get(const tern_host_services *h, const tern_desc *d, shm_ident *id
     memset(id, 0, sizeof *id);
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (h->desc_get_u64(d, keys[i], dst[i]) < 0)
-            return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer published no '%s'",
+            return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer published no '%s'",
                         keys[i]);
     const char *boot = h->desc_get_str(d, "boot_id");
     if (!boot || strlen(boot) >= sizeof id->boot)
-        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer published no valid 'boot_id'");
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer published no valid 'boot_id'");
     snprintf(id->boot, sizeof id->boot, "%s", boot);
     if (id->pid == 0 || id->pid > (uint64_t)0x7fffffff)
-        return ferr(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer published pid %llu",
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "shm: the peer published pid %llu",
                     (unsigned long long)id->pid);
     return 0;
 }
@@ -227,11 +212,11 @@ void shm_ident_explain(pid_t pid, int e, char *out, size_t outlen)
 int shm_ident_reach(const shm_ident *self, const shm_ident *peer, char *err, size_t errlen)
 {
     if (strcmp(self->boot, peer->boot) != 0)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                     "shm: the peer runs on another host or boot (boot id %s, here %s)",
                     peer->boot, self->boot);
     if (self->pidns != peer->pidns)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                     "shm: the peer (pid %llu) is in another pid namespace (inode %llu, here "
                     "%llu), so its pid means nothing here; fix: run both in one pid namespace "
                     "(e.g. docker --pid=host or a shared pod pid namespace)",
@@ -241,24 +226,24 @@ int shm_ident_reach(const shm_ident *self, const shm_ident *peer, char *err, siz
     snprintf(pid, sizeof pid, "%llu", (unsigned long long)peer->pid);
     uint64_t st = start_time(pid);
     if (st == 0)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE, "shm: the peer's process %s is gone", pid);
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE, "shm: the peer's process %s is gone", pid);
     if (st != peer->start)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                     "shm: pid %s now belongs to another process (start time %llu, the peer "
                     "published %llu): the peer is gone and its pid was reused", pid,
                     (unsigned long long)st, (unsigned long long)peer->start);
     if (ns_inode(pid) != self->pidns && ns_inode(pid) != 0)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                     "shm: process %s is in another pid namespace than this one", pid);
     shm_head h;
     int rc = shm_peek((pid_t)peer->pid, peer->table, &h, sizeof h);
     if (rc < 0) {
         char why[400];
         shm_ident_explain((pid_t)peer->pid, -rc, why, sizeof why);
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE, "shm: %s", why);
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE, "shm: %s", why);
     }
     if (h.magic != SHM_TABLE_MAGIC || h.instance != peer->instance)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE,
                     "shm: process %s holds no shm table of instance %llu at 0x%llx: not the "
                     "peer that published it", pid, (unsigned long long)peer->instance,
                     (unsigned long long)peer->table);

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <tern/transport.h>
+#include <tern/plugin_kit.h>
 
 #define SHM_VERSION "1.0.0"
 
@@ -170,14 +170,23 @@ typedef struct shm_copiers {
     unsigned evict; /* next slot replaced when full */
 } shm_copiers;
 
+/* The YAML keys, filled by offset (tern/plugin_kit.h; the table is in shm.c). */
+typedef struct shm_opts {
+    int64_t workers;     /* 0: the online CPUs, at most 8 */
+    int64_t chunk_size;
+    int64_t slice_size;  /* read by the core */
+    int64_t max_registrations;
+    int64_t unregister_wait_ms;
+} shm_opts;
+
 typedef struct shm_ctx {
     const tern_host_services *host;
+    shm_opts opt;
     shm_ident self;
     shm_local local;
     shm_pool *pool;
     shm_copiers copiers;
     int workers;
-    int unregister_wait_ms;
     uint64_t chunk;
     pthread_mutex_t log_lock; /* one log line per distinct unreachable cause */
     char last_unreachable[256];

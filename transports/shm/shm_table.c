@@ -11,7 +11,6 @@
  * as they are when the copy starts, never against a stale copy. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +20,6 @@
 #include "shm_internal.h"
 
 #define SEQ_RETRIES 1000
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- the owner's side ------------------------------------------------------------ */
 
@@ -46,14 +31,14 @@ int shm_local_init(shm_local *l, uint64_t cap, char *err, size_t errlen)
      * else) for the context's life. */
     void *m = mmap(NULL, l->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
-        return ferr(err, errlen, TERN_ERR_NOMEM, "shm: cannot map a table of %zu bytes: %s",
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "shm: cannot map a table of %zu bytes: %s",
                     l->bytes, strerror(errno));
     l->t = m;
     uint64_t instance = 0;
     while (instance == 0)
         if (shm_random(&instance, sizeof instance) != 0) {
             munmap(m, l->bytes);
-            return ferr(err, errlen, TERN_ERR_IO, "shm: getrandom failed: %s", strerror(errno));
+            return tern_kit_errf(err, errlen, TERN_ERR_IO, "shm: getrandom failed: %s", strerror(errno));
         }
     l->t->head.instance = instance;
     l->t->head.cap = cap;
@@ -246,15 +231,15 @@ static int read_head(shm_remote *r, shm_head *h, char *msg, size_t msglen)
 {
     int rc = shm_peek(r->pid, r->table, h, sizeof *h);
     if (rc == -ESRCH)
-        return ferr(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone", (long)r->pid);
+        return tern_kit_errf(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone", (long)r->pid);
     if (rc < 0) {
         char why[400];
         shm_ident_explain(r->pid, -rc, why, sizeof why);
-        return ferr(msg, msglen, rc == -EFAULT ? TERN_ERR_CLOSED : TERN_ERR_UNREACHABLE,
+        return tern_kit_errf(msg, msglen, rc == -EFAULT ? TERN_ERR_CLOSED : TERN_ERR_UNREACHABLE,
                     "shm: %s", why);
     }
     if (h->magic != SHM_TABLE_MAGIC || h->instance != r->instance)
-        return ferr(msg, msglen, TERN_ERR_CLOSED,
+        return tern_kit_errf(msg, msglen, TERN_ERR_CLOSED,
                     "shm: peer process %ld no longer holds its table (engine destroyed, or the "
                     "pid was reused)", (long)r->pid);
     return 0;
@@ -267,13 +252,13 @@ static int refresh(shm_remote *r, shm_head *h, char *msg, size_t msglen)
         if (h->seq & 1)
             goto again;
         if (h->n > h->cap || h->n > (1u << 20))
-            return ferr(msg, msglen, TERN_ERR_PROTOCOL,
+            return tern_kit_errf(msg, msglen, TERN_ERR_PROTOCOL,
                         "shm: peer process %ld publishes %llu entries (capacity %llu)",
                         (long)r->pid, (unsigned long long)h->n, (unsigned long long)h->cap);
         if (h->n > r->cap) {
             shm_entry *e = realloc(r->e, h->n * sizeof *e);
             if (!e)
-                return ferr(msg, msglen, TERN_ERR_NOMEM, "shm: out of memory");
+                return tern_kit_errf(msg, msglen, TERN_ERR_NOMEM, "shm: out of memory");
             r->e = e;
             r->cap = h->n;
         }
@@ -295,7 +280,7 @@ static int refresh(shm_remote *r, shm_head *h, char *msg, size_t msglen)
         if (rc2)
             return rc2;
     }
-    return ferr(msg, msglen, TERN_ERR_TIMEOUT,
+    return tern_kit_errf(msg, msglen, TERN_ERR_TIMEOUT,
                 "shm: peer process %ld kept changing its registrations", (long)r->pid);
 }
 
@@ -319,7 +304,7 @@ int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, u
             return rc;
     }
     if (!ok)
-        return ferr(msg, msglen, TERN_ERR_RANGE,
+        return tern_kit_errf(msg, msglen, TERN_ERR_RANGE,
                     "shm: remote 0x%llx+%llu is not inside a current registration of the peer "
                     "with rkey %llu", (unsigned long long)addr, (unsigned long long)len,
                     (unsigned long long)key);
@@ -331,13 +316,13 @@ int shm_remote_proof(const shm_remote *r, unsigned slot, shm_proof *out, char *e
                      size_t errlen)
 {
     if (slot >= SHM_PROOF_SLOTS)
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE, "shm: proof slot %u out of range", slot);
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE, "shm: proof slot %u out of range", slot);
     uint64_t at = r->table + offsetof(shm_table, proofs) + slot * sizeof(shm_proof);
     int rc = shm_peek(r->pid, at, out, sizeof *out);
     if (rc < 0) {
         char why[400];
         shm_ident_explain(r->pid, -rc, why, sizeof why);
-        return ferr(err, errlen, TERN_ERR_UNREACHABLE, "shm: %s", why);
+        return tern_kit_errf(err, errlen, TERN_ERR_UNREACHABLE, "shm: %s", why);
     }
     return 0;
 }
