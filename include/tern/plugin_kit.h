@@ -1,7 +1,7 @@
 /* tern/plugin_kit.h: what every transport would otherwise write again.
  *
  *  - tern_kit_errf: the message into (err, errlen), the code returned;
- *  - tern_kit_now_ms / _now_ns (CLOCK_MONOTONIC) and tern_kit_deadline (an
+ *  - tern_kit_now_ms / _now_us / _now_ns (CLOCK_MONOTONIC) and tern_kit_deadline (an
  *    absolute CLOCK_REALTIME time for pthread_cond_timedwait);
  *  - options by offset: ONE list of the plugin's YAML keys gives both the
  *    table the core validates and documents (tern_transport.options: type,
@@ -60,6 +60,11 @@ static inline uint64_t tern_kit_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t tern_kit_now_us(void)
+{
+    return tern_kit_now_ns() / 1000u;
 }
 
 static inline uint64_t tern_kit_now_ms(void)

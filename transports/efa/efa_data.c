@@ -70,7 +70,7 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
         pthread_rwlock_unlock(&d->av_lock);
         return -FI_ECONNRESET;
     }
-    op->posted_ms = efa_now_ms();
+    op->posted_ms = tern_kit_now_ms();
     efa_op_link(d, op);
     efa_lock(d);
     if (s->opcode == TERN_OP_WRITE)
@@ -118,8 +118,8 @@ static void efa_submit_one(efa_ep *e, tern_slice *s)
     op->slice = s;
     op->ep = e;
     atomic_fetch_add(&c->inflight, 1);
-    deadline = efa_now_ms() + (uint64_t)c->timeout_ms;
-    while ((rc = efa_post(e, op, raddr)) == -FI_EAGAIN && efa_now_ms() < deadline)
+    deadline = tern_kit_now_ms() + (uint64_t)c->timeout_ms;
+    while ((rc = efa_post(e, op, raddr)) == -FI_EAGAIN && tern_kit_now_ms() < deadline)
         if (!efa_cq_drain(d, 0))
             sched_yield();
     if (rc == 0) {

@@ -12,7 +12,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
-#include "tern/transport.h"
+#include "tern/plugin_kit.h"
 
 #define EFA_ADDR_MAX 256        /* endpoint names larger than this are refused */
 #define EFA_DEFAULT_SLICE (1024 * 1024)
@@ -121,8 +121,6 @@ typedef struct efa_ctx {
 /* ---- functions shared by the plugin's files ---------------------------- */
 
 /* ---- efa_util.c ---- */
-uint64_t efa_now_ms(void);
-uint64_t efa_now_us(void);
 void efa_log(const efa_ctx *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void efa_lock(efa_dev *d);

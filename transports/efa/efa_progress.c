@@ -221,15 +221,15 @@ void *efa_progress_main(void *arg)
 {
     efa_dev *d = arg;
     efa_ctx *c = d->ctx;
-    uint64_t next_check = efa_now_ms() + 100, last_work = efa_now_ms();
+    uint64_t next_check = tern_kit_now_ms() + 100, last_work = tern_kit_now_ms();
     while (!atomic_load(&c->stop)) {
-        uint64_t t0 = efa_now_us();
+        uint64_t t0 = tern_kit_now_us();
         int got = efa_cq_drain(d, 50);
-        uint64_t now = efa_now_ms();
+        uint64_t now = tern_kit_now_ms();
         /* Without a wait object a passive target sees no completion of its
          * own: a progress call that took long did work for a peer (shm
          * copies inside it), so keep polling hard while that goes on. */
-        int busy = !d->cq_waitable && efa_now_us() - t0 > 20;
+        int busy = !d->cq_waitable && tern_kit_now_us() - t0 > 20;
         if (got || busy || atomic_load(&c->inflight) > 0) {
             last_work = now;
             if (!got && (!d->cq_waitable || d->serialise))

@@ -21,20 +21,6 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-uint64_t efa_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t efa_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 void efa_log(const efa_ctx *c, int level, const char *fmt, ...)
 {
     char buf[512];

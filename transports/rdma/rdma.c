@@ -80,23 +80,23 @@ static int rd_read_options(rd_ctx *c, char *err, size_t errlen)
     int64_t mtu = rd_opt_int(h, "mtu", 4096);
     c->mtu = rd_mtu_from_bytes(mtu);
     if (!c->mtu)
-        return rd_err(err, errlen, TERN_ERR_CONFIG,
-                      "transports.rdma.mtu: %lld is not one of 256, 512, 1024, 2048, 4096",
-                      (long long)mtu);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.rdma.mtu: %lld is not one of 256, 512, 1024, 2048, 4096",
+                             (long long)mtu);
     int64_t nqp = rd_opt_int(h, "qp_per_endpoint", 2);
     if (nqp < 1 || nqp > TERN_RDMA_MAX_QP)
-        return rd_err(err, errlen, TERN_ERR_CONFIG,
-                      "transports.rdma.qp_per_endpoint: %lld is outside 1..%d", (long long)nqp,
-                      TERN_RDMA_MAX_QP);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.rdma.qp_per_endpoint: %lld is outside 1..%d",
+                             (long long)nqp, TERN_RDMA_MAX_QP);
     c->qp_per_ep = (int)nqp;
     int64_t wr = rd_opt_int(h, "max_wr", 256);
     if (wr < 1 || wr > 16384)
-        return rd_err(err, errlen, TERN_ERR_CONFIG,
-                      "transports.rdma.max_wr: %lld is outside 1..16384", (long long)wr);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.rdma.max_wr: %lld is outside 1..16384", (long long)wr);
     c->max_wr = (int)wr;
     int64_t ss = rd_opt_int(h, "slice_size", 0);
     if (ss < 0)
-        return rd_err(err, errlen, TERN_ERR_CONFIG, "transports.rdma.slice_size: negative");
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "transports.rdma.slice_size: negative");
     c->slice_size = (uint64_t)ss;
     c->traffic_class = (int)rd_opt_int(h, "traffic_class", -1);
     c->pkey_index = (int)rd_opt_int(h, "pkey_index", 0);
@@ -104,9 +104,9 @@ static int rd_read_options(rd_ctx *c, char *err, size_t errlen)
     if (c->gid_index_cfg < -1 || c->gid_index_cfg > 255 || c->traffic_class < -1 ||
         c->traffic_class > 255 || c->pkey_index < 0 || c->pkey_index > 65535 || c->port < 1 ||
         c->port > 255)
-        return rd_err(err, errlen, TERN_ERR_CONFIG,
-                      "transports.rdma: gid_index (-1..255), traffic_class (-1..255), "
-                      "pkey_index (0..65535) or port (1..255) out of range");
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.rdma: gid_index (-1..255), traffic_class (-1..255), "
+                             "pkey_index (0..65535) or port (1..255) out of range");
     return 0;
 }
 
@@ -134,15 +134,15 @@ static int rd_open_devices(rd_ctx *c, char *err, size_t errlen)
     if (!list || n == 0) {
         if (list)
             ibv_free_device_list(list);
-        return rd_err(err, errlen, TERN_ERR_NOT_FOUND,
-                      "no RDMA device: ibv_get_device_list found none (load the NIC driver, "
-                      "or rdma_rxe and `rdma link add`)");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                             "no RDMA device: ibv_get_device_list found none (load the NIC driver, "
+                             "or rdma_rxe and `rdma link add`)");
     }
     c->devs_cap = n < TERN_MAX_DEVICES ? n : TERN_MAX_DEVICES;
     c->devs = rd_alloc(c, sizeof *c->devs * (size_t)c->devs_cap);
     if (!c->devs) {
         ibv_free_device_list(list);
-        return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
     }
     char seen[512] = "";
     int rc = 0;
@@ -166,10 +166,10 @@ static int rd_open_devices(rd_ctx *c, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     if (c->ndev == 0)
-        return rd_err(err, errlen, TERN_ERR_NOT_FOUND,
-                      "no usable RDMA device: found %s, but none is both in "
-                      "transports.rdma.devices and has port %d ACTIVE",
-                      seen, c->port);
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                             "no usable RDMA device: found %s, but none is both in "
+                             "transports.rdma.devices and has port %d ACTIVE",
+                             seen, c->port);
     return 0;
 }
 
@@ -177,12 +177,12 @@ static int rd_init(const tern_host_services *host, void **out, char *err, size_t
 {
     if (!host || !TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) ||
         !host->complete)
-        return rd_err(err, errlen, TERN_ERR_ABI,
-                      "rdma: the core offers no complete() host service (ABI 1.1 needed): "
-                      "update libtern");
+        return tern_kit_errf(err, errlen, TERN_ERR_ABI,
+                             "rdma: the core offers no complete() host service (ABI 1.1 needed): "
+                             "update libtern");
     rd_ctx *c = host->alloc ? host->alloc(sizeof *c) : malloc(sizeof *c);
     if (!c)
-        return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
     memset(c, 0, sizeof *c);
     c->host = host;
     pthread_mutex_init(&c->lock, NULL);
@@ -191,8 +191,8 @@ static int rd_init(const tern_host_services *host, void **out, char *err, size_t
         rc = rd_open_devices(c, err, errlen);
     for (int i = 0; rc == 0 && i < c->ndev; i++) {
         if (pthread_create(&c->devs[i].worker, NULL, rd_worker, &c->devs[i]) != 0)
-            rc = rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: cannot start the %s worker thread",
-                        c->devs[i].name);
+            rc = tern_kit_errf(err, errlen, TERN_ERR_NOMEM,
+                               "rdma: cannot start the %s worker thread", c->devs[i].name);
         else
             c->devs[i].worker_started = 1;
     }

@@ -102,22 +102,22 @@ static int rd_choose_gid(rd_ctx *c, rd_dev *d, char *err, size_t errlen)
     rd_gid_entry *tbl = NULL;
     int n = read_gid_table(c, d, &tbl);
     if (n < 0)
-        return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: %s: out of memory", d->name);
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "rdma: %s: out of memory", d->name);
     int idx = c->gid_index_cfg;
     if (idx < 0) {
         idx = rd_gid_choose(tbl, n);
         if (idx < 0) {
             free(tbl);
-            return rd_err(err, errlen, TERN_ERR_NOT_FOUND,
-                          "rdma: %s port %d has no usable GID (no RoCE v2 or IB entry); "
-                          "give the netdev an IP address or set transports.rdma.gid_index",
-                          d->name, c->port);
+            return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                                 "rdma: %s port %d has no usable GID (no RoCE v2 or IB entry); "
+                                 "give the netdev an IP address or set transports.rdma.gid_index",
+                                 d->name, c->port);
         }
     } else if (idx >= n) {
         free(tbl);
-        return rd_err(err, errlen, TERN_ERR_CONFIG,
-                      "transports.rdma.gid_index %d: %s port %d has only %d GID entries", idx,
-                      d->name, c->port, n);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.rdma.gid_index %d: %s port %d has only %d GID entries",
+                             idx, d->name, c->port, n);
     } else if (rd_gid_rank(&tbl[idx]) < 0) {
         RD_LOG(c, TERN_LOG_WARN,
                "rdma: %s: gid_index %d is empty or not RoCE v2/IB; connections may fail at RTR",
@@ -142,15 +142,15 @@ int rd_dev_open(rd_ctx *c, rd_dev *d, struct ibv_device *dev, char *err, size_t 
     }
     struct ibv_device_attr dattr;
     if (ibv_query_device(d->vctx, &dattr) != 0)
-        return rd_err(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_query_device(%s): %s", d->name,
-                      strerror(errno));
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_query_device(%s): %s",
+                             d->name, strerror(errno));
     if (c->port > dattr.phys_port_cnt)
-        return rd_err(err, errlen, TERN_ERR_CONFIG,
-                      "transports.rdma.port %d: %s has %d port(s)", c->port, d->name,
-                      dattr.phys_port_cnt);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.rdma.port %d: %s has %d port(s)", c->port, d->name,
+                             dattr.phys_port_cnt);
     if (ibv_query_port(d->vctx, (uint8_t)c->port, &d->port_attr) != 0)
-        return rd_err(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_query_port(%s, %d): %s", d->name,
-                      c->port, strerror(errno));
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_query_port(%s, %d): %s",
+                             d->name, c->port, strerror(errno));
     if (d->port_attr.state != IBV_PORT_ACTIVE) {
         RD_LOG(c, TERN_LOG_WARN, "rdma: %s port %d is %s, not ACTIVE; skipped", d->name, c->port,
                ibv_port_state_str(d->port_attr.state));
@@ -166,19 +166,19 @@ int rd_dev_open(rd_ctx *c, rd_dev *d, struct ibv_device *dev, char *err, size_t 
     d->cq_size = dattr.max_cqe < 65536 ? dattr.max_cqe : 65536;
     d->pd = ibv_alloc_pd(d->vctx);
     if (!d->pd)
-        return rd_err(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_alloc_pd(%s): %s", d->name,
-                      strerror(errno));
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_alloc_pd(%s): %s", d->name,
+                             strerror(errno));
     d->chan = ibv_create_comp_channel(d->vctx);
     if (!d->chan)
-        return rd_err(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_create_comp_channel(%s): %s",
-                      d->name, strerror(errno));
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE, "rdma: ibv_create_comp_channel(%s): %s",
+                             d->name, strerror(errno));
     int fl = fcntl(d->chan->fd, F_GETFL);
     fcntl(d->chan->fd, F_SETFL, fl | O_NONBLOCK);
     d->cq = ibv_create_cq(d->vctx, d->cq_size, d, d->chan, 0);
     if (!d->cq)
-        return rd_err(err, errlen, TERN_ERR_DEVICE,
-                      "rdma: ibv_create_cq(%s, %d entries): %s; check ulimit -l", d->name,
-                      d->cq_size, strerror(errno));
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE,
+                             "rdma: ibv_create_cq(%s, %d entries): %s; check ulimit -l", d->name,
+                             d->cq_size, strerror(errno));
     char gid[48];
     rd_gid_format(d->gid, gid);
     RD_LOG(c, TERN_LOG_INFO,

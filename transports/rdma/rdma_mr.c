@@ -26,10 +26,11 @@ int rd_mr_register(void *ctx, void *addr, size_t len, tern_mr_keys *keys, void *
 {
     rd_ctx *c = ctx;
     if (!addr || len == 0 || !keys || !out)
-        return rd_err(err, errlen, TERN_ERR_INVAL, "rdma: mr_register needs an address and a length");
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
+                             "rdma: mr_register needs an address and a length");
     rd_mr *m = rd_alloc(c, sizeof *m);
     if (!m)
-        return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     for (int i = 0; i < c->ndev; i++) {
         m->mr[i] = ibv_reg_mr(c->devs[i].pd, addr, len, access);
@@ -38,10 +39,11 @@ int rd_mr_register(void *ctx, void *addr, size_t len, tern_mr_keys *keys, void *
             for (int k = 0; k < i; k++)
                 ibv_dereg_mr(m->mr[k]);
             rd_free(c, m);
-            return rd_err(err, errlen, e == ENOMEM || e == EPERM ? TERN_ERR_NOMEM : TERN_ERR_DEVICE,
-                          "rdma: ibv_reg_mr(%p, %zu bytes) on %s: %s; check the locked-memory "
-                          "limit (ulimit -l) and that the range is mapped",
-                          addr, len, c->devs[i].name, strerror(e));
+            return tern_kit_errf(
+                err, errlen, e == ENOMEM || e == EPERM ? TERN_ERR_NOMEM : TERN_ERR_DEVICE,
+                "rdma: ibv_reg_mr(%p, %zu bytes) on %s: %s; check the locked-memory "
+                "limit (ulimit -l) and that the range is mapped",
+                addr, len, c->devs[i].name, strerror(e));
         }
         keys->lkey[i] = m->mr[i]->lkey;
         keys->rkey[i] = m->mr[i]->rkey;

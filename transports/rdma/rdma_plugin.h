@@ -12,7 +12,7 @@
 #include <infiniband/verbs.h>
 
 #include "rdma_internal.h"
-#include "tern/transport.h"
+#include "tern/plugin_kit.h"
 
 #define RD_WC_BATCH 32
 #define RD_DRAIN_MS 5000
@@ -95,8 +95,6 @@ static inline void s_set_left(tern_slice *s, uint64_t v) { s->plugin[2] = (void 
 /* ---- functions shared by the plugin's files ------------------------------- */
 
 /* ---- rdma_util.c ---- */
-int rd_err(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 void *rd_alloc(rd_ctx *c, size_t n);
 void rd_free(rd_ctx *c, void *p);
 int64_t rd_opt_int(const tern_host_services *h, const char *key, int64_t def);

@@ -60,11 +60,12 @@ int rd_ep_open(void *ctx, const tern_ep_params *p, void **out, char *err, size_t
 {
     rd_ctx *c = ctx;
     if (!p || !out || p->local_dev < 0 || p->local_dev >= c->ndev)
-        return rd_err(err, errlen, TERN_ERR_INVAL, "rdma: ep_open: local device %d out of range 0..%d",
-                      p ? p->local_dev : -1, c->ndev - 1);
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
+                             "rdma: ep_open: local device %d out of range 0..%d",
+                             p ? p->local_dev : -1, c->ndev - 1);
     rd_ep *ep = rd_alloc(c, sizeof *ep);
     if (!ep)
-        return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "rdma: out of memory");
     ep->ctx = c;
     ep->dev = &c->devs[p->local_dev];
     ep->nqp = c->qp_per_ep;
@@ -77,11 +78,11 @@ int rd_ep_open(void *ctx, const tern_ep_params *p, void **out, char *err, size_t
         if (!ep->qp[i]) {
             int e = errno;
             rd_ep_destroy(ep);
-            return rd_err(err, errlen, TERN_ERR_DEVICE,
-                          "rdma: ibv_create_qp on %s (QP %d of %d, max_wr %d): %s; check "
-                          "transports.rdma.max_wr and qp_per_endpoint against the device limits",
-                          c->devs[p->local_dev].name, i + 1, c->qp_per_ep, ep->dev->max_wr,
-                          strerror(e));
+            return tern_kit_errf(
+                err, errlen, TERN_ERR_DEVICE,
+                "rdma: ibv_create_qp on %s (QP %d of %d, max_wr %d): %s; check "
+                "transports.rdma.max_wr and qp_per_endpoint against the device limits",
+                c->devs[p->local_dev].name, i + 1, c->qp_per_ep, ep->dev->max_wr, strerror(e));
         }
         ep->qp_state[i] = IBV_QPS_RESET;
     }
@@ -128,7 +129,7 @@ static int rd_modify(rd_ep *ep, int i, rd_step step, struct ibv_qp_attr *a, int 
         return 0;
     }
     int e = rc > 0 ? rc : (errno ? errno : EINVAL);
-    rd_err(err, errlen, TERN_ERR_DEVICE, "%s: %s", rd_step_message(step), strerror(e));
+    tern_kit_errf(err, errlen, TERN_ERR_DEVICE, "%s: %s", rd_step_message(step), strerror(e));
     RD_LOG(ep->ctx, TERN_LOG_ERROR, "rdma: %s QP %u to %s: %s", ep->dev->name, ep->qp[i]->qp_num,
            ep->peer_nic_path, err ? err : strerror(e));
     return TERN_ERR_DEVICE;
@@ -149,9 +150,9 @@ static int rd_qps_to_reset(rd_ep *ep, char *err, size_t errlen)
         ibv_destroy_qp(ep->qp[i]);
         ep->qp[i] = rd_qp_create(ep);
         if (!ep->qp[i])
-            return rd_err(err, errlen, TERN_ERR_DEVICE,
-                          "Failed to recreate QP after a failed reset on %s: %s", ep->dev->name,
-                          strerror(errno));
+            return tern_kit_errf(err, errlen, TERN_ERR_DEVICE,
+                                 "Failed to recreate QP after a failed reset on %s: %s",
+                                 ep->dev->name, strerror(errno));
         ep->qp_state[i] = IBV_QPS_RESET;
     }
     return 0;
@@ -165,31 +166,34 @@ static int rd_parse_peer(rd_ep *ep, const tern_desc *peer, rd_peer_qp *pq, int *
     uint64_t lid = 0;
     uint8_t gid[16];
     if (!peer)
-        return rd_err(err, errlen, TERN_ERR_PROTOCOL,
-                      "rdma: no handshake descriptor from %s", ep->peer_nic_path);
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
+                             "rdma: no handshake descriptor from %s", ep->peer_nic_path);
     int n = h->desc_get_u32_array(peer, "qp_num", qpn, TERN_RDMA_MAX_QP);
     if (n < 0)
-        return rd_err(err, errlen, TERN_ERR_PROTOCOL,
-                      "rdma: handshake from %s: qp_num missing or not an array of uint32",
-                      ep->peer_nic_path);
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
+                             "rdma: handshake from %s: qp_num missing or not an array of uint32",
+                             ep->peer_nic_path);
     int rc = rd_check_qp_count(ep->nqp, n, ep->peer_nic_path, err, errlen);
     if (rc < 0)
         return rc;
     if (h->desc_get_u64(peer, "local_lid", &lid) != 0 || lid > 0xffff)
-        return rd_err(err, errlen, TERN_ERR_PROTOCOL,
-                      "rdma: handshake from %s: local_lid missing or not a uint16",
-                      ep->peer_nic_path);
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
+                             "rdma: handshake from %s: local_lid missing or not a uint16",
+                             ep->peer_nic_path);
     const char *g = h->desc_get_str(peer, "local_gid");
     if (!g || rd_gid_parse(g, gid) != 0)
-        return rd_err(err, errlen, TERN_ERR_PROTOCOL,
-                      "rdma: handshake from %s: local_gid '%s' is not 16 colon-separated hex "
-                      "bytes", ep->peer_nic_path, g ? g : "(missing)");
+        return tern_kit_errf(
+            err, errlen, TERN_ERR_PROTOCOL,
+            "rdma: handshake from %s: local_gid '%s' is not 16 colon-separated hex "
+            "bytes",
+            ep->peer_nic_path, g ? g : "(missing)");
     uint64_t mtu = 0; /* optional: peers that send none keep our MTU */
     enum ibv_mtu pmtu = (enum ibv_mtu)0;
     if (h->desc_get_u64(peer, "mtu", &mtu) == 0 && !(pmtu = rd_mtu_from_bytes((int64_t)mtu)))
-        return rd_err(err, errlen, TERN_ERR_PROTOCOL,
-                      "rdma: handshake from %s: mtu %llu is not 256, 512, 1024, 2048 or 4096",
-                      ep->peer_nic_path, (unsigned long long)mtu);
+        return tern_kit_errf(
+            err, errlen, TERN_ERR_PROTOCOL,
+            "rdma: handshake from %s: mtu %llu is not 256, 512, 1024, 2048 or 4096",
+            ep->peer_nic_path, (unsigned long long)mtu);
     for (int i = 0; i < n; i++) {
         pq[i].mtu = pmtu;
         pq[i].lid = (uint16_t)lid;
@@ -236,14 +240,14 @@ int rd_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
     pthread_mutex_lock(&ep->lock);
     if (ep->state == EP_CLOSING) {
         pthread_mutex_unlock(&ep->lock);
-        return rd_err(err, errlen, TERN_ERR_CLOSED, "rdma: endpoint to %s is closing",
-                      ep->peer_nic_path);
+        return tern_kit_errf(err, errlen, TERN_ERR_CLOSED, "rdma: endpoint to %s is closing",
+                             ep->peer_nic_path);
     }
     if (ep->total > 0) {
         pthread_mutex_unlock(&ep->lock);
-        return rd_err(err, errlen, TERN_ERR_BUSY,
-                      "rdma: endpoint to %s still has work in flight; reset it first",
-                      ep->peer_nic_path);
+        return tern_kit_errf(err, errlen, TERN_ERR_BUSY,
+                             "rdma: endpoint to %s still has work in flight; reset it first",
+                             ep->peer_nic_path);
     }
     rc = rd_bring_up(ep, pq, err, errlen);
     if (rc < 0) {
@@ -315,9 +319,7 @@ int rd_ep_reset(void *vep)
     ep->state = EP_FAILED;
     rd_fail_queue(ep, TERN_ERR_DEVICE, "rdma: endpoint reset before the slice was posted");
     rd_qps_to_err(ep);
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += RD_DRAIN_MS / 1000;
+    struct timespec dl = tern_kit_deadline(RD_DRAIN_MS);
     while (ep->total > 0)
         if (pthread_cond_timedwait(&ep->drained, &ep->lock, &dl) == ETIMEDOUT)
             break;

@@ -22,17 +22,6 @@
 
 /* ---- small helpers ----------------------------------------------------------- */
 
-int rd_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 void *rd_alloc(rd_ctx *c, size_t n)
 {
     void *p = c->host && c->host->alloc ? c->host->alloc(n) : malloc(n);

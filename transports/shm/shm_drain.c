@@ -97,22 +97,15 @@ static long busy_pass(shm_ctx *ctx, uint64_t seq)
     return busy;
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 int shm_drain_wait(shm_ctx *ctx, uint64_t seq, int wait_ms, char *msg, size_t msglen)
 {
-    uint64_t end = now_us() + (uint64_t)wait_ms * 1000u;
+    uint64_t end = tern_kit_now_us() + (uint64_t)wait_ms * 1000u;
     long nap_us = 20; /* a chunk takes tens of microseconds: poll fast, then back off */
     for (;;) {
         long pid = busy_pass(ctx, seq);
         if (!pid)
             return 0;
-        if (now_us() >= end) {
+        if (tern_kit_now_us() >= end) {
             snprintf(msg, msglen, "process %ld was still copying into the range after "
                      "unregister_wait_ms (%d ms)", pid, wait_ms);
             return TERN_ERR_TIMEOUT;
