@@ -17,6 +17,7 @@ static void done_ok(tern_cslice *cs)
 {
     tern_batch *b = cs->b;
     struct tern_dp *dp = b->e->dp; /* b may be freed once its lock is released */
+    tern_cslice_unpair(cs, 1);
     tern_segment_ok(cs->seg);
     tern_xport_device_ok(cs->x, cs->local_dev);
     tern_req *q = &b->reqs[cs->idx];
@@ -39,6 +40,7 @@ static void done_failed(tern_cslice *cs)
 {
     tern_engine *e = cs->b->e;
     tern_dpq_kick(e->dp); /* a worker reaps what this releases */
+    tern_cslice_unpair(cs, 0);
     if (tern_cslice_drop_if_ended(cs))
         return;
     tern_xport *x = cs->x;

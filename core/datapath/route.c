@@ -30,9 +30,10 @@ static int path_dev_index(const tern_topology *topo, int d, const tern_seg_trans
                      side, name, st->name, seg, st->ndevices);
 }
 
-/* One side: buffer -> location -> device -> key. */
+/* One side: buffer -> location -> device -> key.  forced >= 0: that
+ * topology device (chosen by spreading) instead of a pick. */
 static int path_side(const tern_segment_desc *seg, tern_topology *topo, const char *transport,
-                     uint64_t addr, uint64_t len, int retry, const char *hint,
+                     uint64_t addr, uint64_t len, int retry, const char *hint, int forced,
                      const char *side, int *dev_out, const char **name_out, uint64_t *key_out, int remote,
                      char *err, size_t errlen)
 {
@@ -50,7 +51,7 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "%s segment '%s' has no topology for transport '%s'", side, seg->name,
                          transport);
-    int d = tern_topology_select(topo, b->location, retry, hint);
+    int d = forced >= 0 ? forced : tern_topology_select(topo, b->location, retry, hint);
     if (d < 0)
         return tern_errf(err, errlen, d,
                          "%s segment '%s': no usable '%s' device for location '%s' "
@@ -104,26 +105,68 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                                  remote_addr, len, retry, NULL, out, err, errlen);
 }
 
-int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *local_topo,
-                          const struct tern_segment_desc *peer, tern_topology *peer_topo,
-                          const char *transport, uint64_t local_addr, uint64_t remote_addr,
-                          uint64_t len, int retry, const char *local_hint, tern_path *out,
-                          char *err, size_t errlen)
+/* The path with both devices chosen (ldev, pdev: topology indices, -1 for
+ * a pick at this retry). */
+static int path_choose_devs(const struct tern_segment_desc *local, tern_topology *local_topo,
+                            const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                            const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                            uint64_t len, int retry, const char *local_hint, int ldev,
+                            int pdev, tern_path *out, char *err, size_t errlen)
 {
     if (!local || !peer || !transport || !out)
         return tern_errf(err, errlen, TERN_ERR_INVAL,
                          "path choice: missing local/peer descriptor, transport or output");
     const char *lname, *pname;
-    int rc = path_side(local, local_topo, transport, local_addr, len, retry, local_hint, "local",
-                       &out->local_dev, &lname, &out->lkey, 0, err, errlen);
+    int rc = path_side(local, local_topo, transport, local_addr, len, retry, local_hint, ldev,
+                       "local", &out->local_dev, &lname, &out->lkey, 0, err, errlen);
     if (rc == 0)
-        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, NULL, "peer",
+        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, NULL, pdev, "peer",
                        &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
     if (rc)
         return rc;
     path_join(out->local_nic_path, sizeof(out->local_nic_path), local->name, lname);
     path_join(out->peer_nic_path, sizeof(out->peer_nic_path), peer->name, pname);
     return 0;
+}
+
+int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *local_topo,
+                          const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                          const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                          uint64_t len, int retry, const char *local_hint, tern_path *out,
+                          char *err, size_t errlen)
+{
+    return path_choose_devs(local, local_topo, peer, peer_topo, transport, local_addr,
+                            remote_addr, len, retry, local_hint, -1, -1, out, err, errlen);
+}
+
+/* First attempt with several NIC pairs to the peer: the least loaded pair
+ * (spread.h).  Returns the spread slot (>= 0) with *path set, -1 when
+ * there is nothing to spread over (the caller picks as before), or a
+ * tern_err.  Segment and memory locks held. */
+static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_path *path,
+                        char *err, size_t errlen)
+{
+    tern_engine *e = cs->b->e;
+    tern_segment *seg = cs->seg;
+    uint64_t laddr = (uint64_t)(uintptr_t)cs->s.local;
+    const tern_buffer_desc *lb = tern_segment_find_buffer(e->mem.local_desc, laddr, cs->s.length);
+    const tern_buffer_desc *pb = tern_segment_find_buffer(seg->desc, cs->s.remote, cs->s.length);
+    const tern_seg_transport *st = tern_segment_find_transport(seg->desc, x->pl->name);
+    if (!lb || !pb || !st || !st->topology)
+        return -1; /* the plain choice says what is wrong */
+    int ldev, pdev;
+    int slot = tern_spread_pick(&seg->spread, x->topo, lb->location, hint, st->topology,
+                                pb->location, cs->s.length, &ldev, &pdev);
+    if (slot < 0)
+        return -1;
+    int rc = path_choose_devs(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name, laddr,
+                              cs->s.remote, cs->s.length, 0, hint, ldev, pdev, path, err,
+                              errlen);
+    if (rc) {
+        tern_spread_done(&seg->spread, slot, cs->s.length, 0, 0);
+        return rc;
+    }
+    return slot;
 }
 
 /* The peer's buffer is GPU memory: only a transport whose target side
@@ -158,12 +201,18 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     tern_xport *x = &e->xports[seg->xport];
     cs->x = x;
     tern_xport_device_revive(x, tern_now_ms());
+    tern_cslice_unpair(cs, 0); /* routed before and not sent (a refused submit) */
     tern_path path;
     tern_memory_rdlock(&e->mem);
     /* GPU memory prefers the NIC closest to its GPU (docs/gpu.md, Topology). */
     const char *hint = cs->gpu >= 0 && cs->gpu < TERN_GPU_NEAR_MAX && x->gpu_near[cs->gpu][0]
                            ? x->gpu_near[cs->gpu] : NULL;
-    int rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
+    /* A first attempt goes to the least loaded NIC pair; a retry walks the
+     * devices in order, so a failing pair is left (docs/topology.md). */
+    int pair = cs->attempt == 0 ? route_spread(cs, x, hint, &path, err, errlen) : -1;
+    int rc = pair >= 0 ? 0 : pair;
+    if (pair == -1)
+        rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
                                    (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
                                    cs->attempt, hint, &path, err, errlen);
     tern_memory_unlock(&e->mem);
@@ -176,8 +225,15 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
                      : tern_endpoint_cached(x, &path, &ep, &ref);
     uint64_t gen = seg->desc_gen;
     pthread_rwlock_unlock(&seg->lock);
-    if (rc)
+    if (rc) {
+        if (pair >= 0)
+            tern_spread_done(&seg->spread, pair, cs->s.length, 0, 0);
         return rc;
+    }
+    if (pair >= 0) {
+        cs->pair = pair;
+        cs->sent_ns = tern_now_ns();
+    }
     cs->ref = ref;
     cs->s.ep = ep;
     cs->s.lkey = path.lkey;

@@ -614,14 +614,33 @@ static void ep_free(tcp_ep *ep)
     free(ep);
 }
 
+/* The peer device's address: "host@<device>" and "port@<device>" of the
+ * peer's blob when it publishes several NICs (the device is what follows
+ * the last '@' of the peer NIC path), else its one "host" and "port". */
+static int ep_peer_address(tcp_ctx *ctx, const tern_ep_params *p, const char **host,
+                           uint64_t *port)
+{
+    const char *at = p->peer_nic_path ? strrchr(p->peer_nic_path, '@') : NULL;
+    if (at && strlen(at + 1) < TERN_NAME_MAX) {
+        char key[TERN_NAME_MAX + 8];
+        snprintf(key, sizeof key, "host@%s", at + 1);
+        *host = ctx->host.desc_get_str(p->peer_segment, key);
+        snprintf(key, sizeof key, "port@%s", at + 1);
+        if (*host && ctx->host.desc_get_u64(p->peer_segment, key, port) == 0)
+            return 0;
+    }
+    *host = ctx->host.desc_get_str(p->peer_segment, "host");
+    return ctx->host.desc_get_u64(p->peer_segment, "port", port);
+}
+
 int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen)
 {
     tcp_ctx *ctx = vctx;
     if (!ctx || !p || !out || !p->peer_segment)
         return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_open: missing parameters");
-    const char *host = ctx->host.desc_get_str(p->peer_segment, "host");
+    const char *host;
     uint64_t port = 0;
-    int rc = ctx->host.desc_get_u64(p->peer_segment, "port", &port);
+    int rc = ep_peer_address(ctx, p, &host, &port);
     if (!host || !*host || strlen(host) >= TCP_HOST_MAX || rc != 0 || port == 0 || port > 65535)
         return tcp_errf(err, errlen, TERN_ERR_PROTOCOL,
                         "tcp ep_open: the segment of %s has no valid tcp address blob "
