@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tests/lab/test_multinic.sh BUILD_DIR: tcp over two NICs between two lab
+# hosts (lab.sh).  Host b runs a tern-bench target, host a the initiator,
+# each engine named by its nic0 address; the tcp transport finds nic1 by
+# itself.  Every run checks its data (--verify) and that each NIC carried
+# its share, from the interface counters in the namespaces:
+#   - IPv4 write, 2 x 1 Gbit/s: both NICs carry at least 25% of the bytes;
+#   - IPv4 read: the same, on what host a received;
+#   - IPv6 write (engines named by their IPv6 addresses): both NICs carry;
+#   - unequal NICs (1 Gbit/s and 250 Mbit/s): both carry, the slow one less
+#     than half of what the fast one does (spread by measured rate).
+# Skips (77) where no lab can run.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:-build}" && pwd)
+BENCH="$BUILD/bin/tern-bench"
+# shellcheck source=lab.sh
+. "$HERE/lab.sh"
+lab_require
+[ -x "$BENCH" ] || { echo "test_multinic: $BENCH not built" >&2; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tern-multinic.XXXXXX")
+lab_init "mn$$"
+trap 'lab_cleanup; rm -rf "$WORK"' EXIT
+FAILS=0
+
+fail() {
+    echo "FAIL: $*"
+    FAILS=$((FAILS + 1))
+}
+
+# config FILE HOST: an engine named by HOST on an ephemeral port.
+config() {
+    cat >"$1" <<EOF
+server_name: "$2"
+metadata: p2p
+transports:
+  - name: tcp
+log_level: warn
+EOF
+}
+
+# start_target ADDR: tern-bench target on host b; sets SEG and TPID.
+start_target() {
+    config "$WORK/t.yaml" "$1"
+    : >"$WORK/target.out"
+    lab_exec b "$BENCH" --mode target --config "$WORK/t.yaml" --buffer-size 64M \
+        >"$WORK/target.out" 2>"$WORK/target.log" &
+    TPID=$!
+    SEG=
+    for _ in $(seq 100); do
+        SEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/target.out")
+        [ -n "$SEG" ] && return 0
+        sleep 0.1
+    done
+    echo "test_multinic: the target did not start:" >&2
+    cat "$WORK/target.log" >&2
+    return 1
+}
+
+stop_target() {
+    kill -TERM "$TPID" 2>/dev/null
+    wait "$TPID" 2>/dev/null
+}
+
+# run NAME ADDR OP COUNTER: initiator on host a; sets D0, D1 (bytes of the
+# counter, tx_bytes or rx_bytes, of a's nic0 and nic1 during the run).
+run() {
+    local name=$1 addr=$2 op=$3 ctr=$4 a0 a1
+    config "$WORK/i.yaml" "$addr"
+    a0=$(lab_exec a cat /sys/class/net/nic0/statistics/"$ctr")
+    a1=$(lab_exec a cat /sys/class/net/nic1/statistics/"$ctr")
+    if ! lab_exec a "$BENCH" --mode initiator --config "$WORK/i.yaml" --segment "$SEG" \
+        --op "$op" --block-size 1M --batch-size 16 --buffer-size 64M --duration 2 --verify \
+        --json >"$WORK/$name.json" 2>"$WORK/$name.log"; then
+        fail "$name: tern-bench failed: $(tail -3 "$WORK/$name.log" "$WORK/$name.json")"
+        D0=0 D1=0
+        return 1
+    fi
+    D0=$(($(lab_exec a cat /sys/class/net/nic0/statistics/"$ctr") - a0))
+    D1=$(($(lab_exec a cat /sys/class/net/nic1/statistics/"$ctr") - a1))
+    grep -q '"verify":"ok"' "$WORK/$name.json" || fail "$name: verify: $(cat "$WORK/$name.json")"
+    echo "$name: nic0 $D0 B, nic1 $D1 B ($ctr of host a); $(sed -n 's/.*"gb_per_s":\([0-9.]*\).*/\1/p' "$WORK/$name.json") GB/s"
+}
+
+# both_carry NAME MIN_PERCENT: each NIC carried at least MIN% of the bytes.
+both_carry() {
+    local total=$((D0 + D1))
+    [ "$total" -gt $((16 << 20)) ] || { fail "$1: only $total bytes moved"; return; }
+    [ $((D0 * 100 / total)) -ge "$2" ] || fail "$1: nic0 carried $D0 of $total bytes (< $2%)"
+    [ $((D1 * 100 / total)) -ge "$2" ] || fail "$1: nic1 carried $D1 of $total bytes (< $2%)"
+}
+
+lab_host a && lab_host b && lab_link a b 2 1gbit || exit 1
+lab_wait_reach a 198.18.1.2 && lab_wait_reach a 2001:db8:1::2 || exit 1
+
+start_target 198.18.0.2:0 || exit 1
+run ipv4-write 198.18.0.1:0 write tx_bytes && both_carry ipv4-write 25
+run ipv4-read 198.18.0.1:0 read rx_bytes && both_carry ipv4-read 25
+stop_target
+
+start_target "[2001:db8::2]:0" || exit 1
+run ipv6-write "[2001:db8::1]:0" write tx_bytes && both_carry ipv6-write 25
+stop_target
+
+lab_rate a nic1 250mbit && lab_rate b nic1 250mbit
+start_target 198.18.0.2:0 || exit 1
+if run unequal-write 198.18.0.1:0 write tx_bytes; then
+    both_carry unequal-write 5
+    [ "$D1" -lt $((D0 / 2)) ] || fail "unequal-write: the 250 Mbit/s nic1 carried $D1 B, not less than half of nic0's $D0 B"
+fi
+stop_target
+
+if [ "$FAILS" -gt 0 ]; then
+    echo "test_multinic: $FAILS check(s) failed; target log:"
+    cat "$WORK/target.log"
+    exit 1
+fi
+echo "test_multinic: ok"
