@@ -55,6 +55,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/datapath/stage.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/complete.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/queue.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/stall.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/request.c
   # the configuration: see config/cfg_internal.h
   ${CMAKE_CURRENT_LIST_DIR}/config/yaml_tree.c

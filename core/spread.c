@@ -5,9 +5,13 @@
 
 #include "util.h"
 
-/* A sample weighs 1/8 in the average: a few slices follow a change of
- * rate, one odd interval does not swing it. */
+/* A sample weighs 1/8 in the average: a few samples follow a change of
+ * rate, one odd window does not swing it. */
 #define SPREAD_EWMA_SHIFT 3
+/* A rate sample covers at least this long: completions come in bursts
+ * (several connections, replies read together), so the time between two
+ * of them says little. */
+#define SPREAD_WINDOW_NS 50000000ull
 
 void tern_spread_reset(tern_spread *sp)
 {
@@ -17,6 +21,12 @@ void tern_spread_reset(tern_spread *sp)
         atomic_store(&sp->p[i].rate, 0);
         atomic_store(&sp->p[i].last_done_ns, 0);
         atomic_store(&sp->p[i].bytes, 0);
+        atomic_store(&sp->p[i].busy_since_ns, 0);
+        atomic_store(&sp->p[i].paused_until_ns, 0);
+        atomic_store(&sp->p[i].cooldown_ms, 0);
+        atomic_store(&sp->p[i].probation, 0);
+        atomic_store(&sp->p[i].win_start_ns, 0);
+        atomic_store(&sp->p[i].win_bytes, 0);
     }
 }
 
@@ -104,13 +114,19 @@ int tern_spread_pick(tern_spread *sp, tern_topology *ltopo, const char *lloc, co
             best_rate = r;
     }
     /* Predicted completion in ns: (in flight + len) / rate; one rate for
-     * all while none is known (then the bytes in flight decide). */
+     * all while none is known (then the bytes in flight decide).  Paused
+     * pairs and busy ones on probation sit out, unless all would. */
     int best = -1;
     double best_t = 0;
+    uint64_t now = tern_now_ns();
+    for (int pass = 0; pass < 2 && best < 0; pass++)
     for (int i = 0; i < n; i++) {
         if (slot[i] < 0)
             continue;
         tern_spread_pair *q = &sp->p[slot[i]];
+        if (pass == 0 && (atomic_load(&q->paused_until_ns) > now ||
+                          (atomic_load(&q->probation) && atomic_load(&q->inflight) > 0)))
+            continue;
         uint64_t r = atomic_load(&q->rate);
         double rate = (double)(r ? r : best_rate ? best_rate : 1);
         double t = (double)(atomic_load(&q->inflight) + len) / rate;
@@ -121,7 +137,8 @@ int tern_spread_pick(tern_spread *sp, tern_topology *ltopo, const char *lloc, co
     }
     if (best < 0)
         return -1;
-    atomic_fetch_add(&sp->p[slot[best]].inflight, len);
+    if (atomic_fetch_add(&sp->p[slot[best]].inflight, len) == 0)
+        atomic_store(&sp->p[slot[best]].busy_since_ns, now);
     *ldev = c[best].ldev;
     *pdev = c[best].pdev;
     return slot[best];
@@ -135,26 +152,108 @@ static void spread_sub(_Atomic uint64_t *v, uint64_t n)
         ;
 }
 
+static uint64_t spread_pause(tern_spread_pair *q, uint64_t now_ns);
+
 void tern_spread_done(tern_spread *sp, int slot, uint64_t len, uint64_t sent_ns, int ok)
 {
     if (!sp || slot < 0 || slot >= TERN_SPREAD_PAIRS)
         return;
     tern_spread_pair *q = &sp->p[slot];
     spread_sub(&q->inflight, len);
-    if (!ok)
+    if (ok == 0 && atomic_load(&q->probation) &&
+        atomic_load(&q->paused_until_ns) <= tern_now_ns())
+        spread_pause(q, tern_now_ns()); /* its probe failed: a longer pause */
+    if (ok <= 0)
         return;
     atomic_fetch_add(&q->bytes, len);
-    /* Delivery rate: the bytes over the time since the later of its start
-     * and the pair's previous completion (the pipe was busy since then). */
+    if (atomic_load(&q->probation)) { /* it moves again */
+        atomic_store(&q->probation, 0);
+        atomic_store(&q->cooldown_ms, 0);
+    }
+    /* Delivery rate while busy: the bytes that came back over a window of
+     * at least SPREAD_WINDOW_NS.  A slice sent after the previous
+     * completion found the pair idle: the window starts again with it. */
     uint64_t now = tern_now_ns();
     uint64_t prev = atomic_exchange(&q->last_done_ns, now);
-    uint64_t from = prev > sent_ns ? prev : sent_ns;
-    if (now <= from)
+    uint64_t start = atomic_load(&q->win_start_ns);
+    if (!start || sent_ns > prev) {
+        atomic_store(&q->win_start_ns, sent_ns < now ? sent_ns : now);
+        atomic_store(&q->win_bytes, len);
         return;
-    uint64_t sample = (uint64_t)((double)len * 1e9 / (double)(now - from));
+    }
+    uint64_t bytes = atomic_fetch_add(&q->win_bytes, len) + len;
+    if (now < start + SPREAD_WINDOW_NS)
+        return;
+    atomic_store(&q->win_start_ns, now);
+    atomic_store(&q->win_bytes, 0);
+    uint64_t sample = (uint64_t)((double)bytes * 1e9 / (double)(now - start));
     uint64_t r = atomic_load(&q->rate);
     atomic_store(&q->rate, r ? r - (r >> SPREAD_EWMA_SHIFT) + (sample >> SPREAD_EWMA_SHIFT)
                              : sample);
+}
+
+int tern_spread_paused(tern_spread *sp, int slot, uint64_t now_ns)
+{
+    return sp && slot >= 0 && slot < TERN_SPREAD_PAIRS &&
+           atomic_load(&sp->p[slot].paused_until_ns) > now_ns;
+}
+
+/* When q last moved: its last completion, or when it became busy. */
+static uint64_t spread_progress(tern_spread_pair *q)
+{
+    uint64_t a = atomic_load(&q->last_done_ns), b = atomic_load(&q->busy_since_ns);
+    return a > b ? a : b;
+}
+
+/* q's deadline in ns: 4 x its bytes in flight at its rate, at least the
+ * floor (a pair without a rate gets the floor). */
+static uint64_t spread_deadline(tern_spread_pair *q, uint64_t inflight)
+{
+    uint64_t r = atomic_load(&q->rate), floor = (uint64_t)TERN_SPREAD_STALL_MIN_MS * 1000000u;
+    uint64_t t = r ? (uint64_t)((double)inflight * 4e9 / (double)r) : 0;
+    return t > floor ? t : floor;
+}
+
+/* Pause q: the cool-down doubles from the minimum up to the maximum. */
+static uint64_t spread_pause(tern_spread_pair *q, uint64_t now_ns)
+{
+    uint32_t c = atomic_load(&q->cooldown_ms);
+    c = c ? c * 2 : TERN_SPREAD_COOLDOWN_MIN_MS;
+    if (c > TERN_SPREAD_COOLDOWN_MAX_MS)
+        c = TERN_SPREAD_COOLDOWN_MAX_MS;
+    atomic_store(&q->cooldown_ms, c);
+    atomic_store(&q->paused_until_ns, now_ns + (uint64_t)c * 1000000u);
+    atomic_store(&q->probation, 1);
+    return c;
+}
+
+int tern_spread_stalls(tern_spread *sp, uint64_t now_ns, tern_spread_stall *out, int max)
+{
+    int n = 0;
+    for (int i = 0; sp && i < TERN_SPREAD_PAIRS && n < max; i++) {
+        tern_spread_pair *q = &sp->p[i];
+        uint32_t key = atomic_load(&q->key);
+        uint64_t inflight = atomic_load(&q->inflight);
+        if (!key || !inflight || atomic_load(&q->paused_until_ns) > now_ns)
+            continue;
+        uint64_t last = spread_progress(q), dl = spread_deadline(q, inflight);
+        if (now_ns < last + dl)
+            continue;
+        /* Did another pair complete something since this one last did?
+         * Then the peer answers, and the silence is this pair's.  (Not
+         * "within the deadline": the others may have finished all they had
+         * and wait for requests this pair holds up.) */
+        int others = 0;
+        for (int j = 0; j < TERN_SPREAD_PAIRS && !others; j++)
+            others = j != i && atomic_load(&sp->p[j].key) &&
+                     atomic_load(&sp->p[j].last_done_ns) > last;
+        if (!others)
+            continue; /* the whole peer is silent: the peer's own healing */
+        uint64_t pause = spread_pause(q, now_ns);
+        out[n++] = (tern_spread_stall){(int)((key - 1) >> 16), (int)((key - 1) & 0xffff),
+                                       inflight, (now_ns - last) / 1000000u, pause};
+    }
+    return n;
 }
 
 uint64_t tern_spread_bytes(const tern_spread *sp, int ldev, int pdev)

@@ -40,11 +40,25 @@ static void done_failed(tern_cslice *cs)
 {
     tern_engine *e = cs->b->e;
     tern_dpq_kick(e->dp); /* a worker reaps what this releases */
+    /* Its NIC pair stalled and was reset (datapath/stall.c): sent again
+     * over another pair at once, without spending an attempt. */
+    int moved = cs->pair >= 0 && cs->moves < TERN_SPREAD_MOVES_MAX &&
+                tern_spread_paused(&cs->seg->spread, cs->pair, tern_now_ns());
     tern_cslice_unpair(cs, 0);
     if (tern_cslice_drop_if_ended(cs))
         return;
     tern_xport *x = cs->x;
     int code = cs->s.status;
+    if (moved) {
+        cs->moves++;
+        if (cs->ref) {
+            tern_epstore_release_deferred(x->eps, cs->ref);
+            cs->ref = NULL;
+        }
+        cs->s.ep = NULL;
+        tern_dpq_push(e->dp, cs, 0);
+        return;
+    }
     if (code == TERN_ERR_DEVICE)
         tern_xport_device_failed(x, cs->local_dev);
     if (tern_heal_drops_endpoint(code) && cs->s.ep)

@@ -70,7 +70,7 @@ void tern_cslice_unpair(tern_cslice *cs, int ok)
 
 int tern_cslice_free_locked(tern_cslice *cs)
 {
-    tern_cslice_unpair(cs, 0);
+    tern_cslice_unpair(cs, -1);
     tern_batch *b = cs->b;
     size_t idx = cs->idx;
     tern_req *q = &b->reqs[idx];

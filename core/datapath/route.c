@@ -163,7 +163,7 @@ static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_p
                               cs->s.remote, cs->s.length, 0, hint, ldev, pdev, path, err,
                               errlen);
     if (rc) {
-        tern_spread_done(&seg->spread, slot, cs->s.length, 0, 0);
+        tern_spread_done(&seg->spread, slot, cs->s.length, 0, -1);
         return rc;
     }
     return slot;
@@ -201,7 +201,7 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     tern_xport *x = &e->xports[seg->xport];
     cs->x = x;
     tern_xport_device_revive(x, tern_now_ms());
-    tern_cslice_unpair(cs, 0); /* routed before and not sent (a refused submit) */
+    tern_cslice_unpair(cs, -1); /* routed before and not sent (a refused submit) */
     tern_path path;
     tern_memory_rdlock(&e->mem);
     /* GPU memory prefers the NIC closest to its GPU (docs/gpu.md, Topology). */
@@ -227,7 +227,7 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     pthread_rwlock_unlock(&seg->lock);
     if (rc) {
         if (pair >= 0)
-            tern_spread_done(&seg->spread, pair, cs->s.length, 0, 0);
+            tern_spread_done(&seg->spread, pair, cs->s.length, 0, -1);
         return rc;
     }
     if (pair >= 0) {

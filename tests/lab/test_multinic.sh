@@ -8,7 +8,10 @@
 #   - IPv4 read: the same, on what host a received;
 #   - IPv6 write (engines named by their IPv6 addresses): both NICs carry;
 #   - unequal NICs (1 Gbit/s and 250 Mbit/s): both carry, the slow one less
-#     than half of what the fast one does (spread by measured rate).
+#     than half of what the fast one does (spread by measured rate);
+#   - a link down (host b's nic1) for 2.5 s of an 8 s write, which resets
+#     nothing: the pair is found stalled, its slices go over nic0, no request
+#     fails, the data verifies, and nic1 carries again once it is back up.
 # Skips (77) where no lab can run.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -109,6 +112,27 @@ if run unequal-write 198.18.0.1:0 write tx_bytes; then
     both_carry unequal-write 5
     [ "$D1" -lt $((D0 / 2)) ] || fail "unequal-write: the 250 Mbit/s nic1 carried $D1 B, not less than half of nic0's $D0 B"
 fi
+stop_target
+
+lab_rate a nic1 1gbit && lab_rate b nic1 1gbit
+start_target 198.18.0.2:0 || exit 1
+config "$WORK/i.yaml" 198.18.0.1:0
+lab_exec a "$BENCH" --mode initiator --config "$WORK/i.yaml" --segment "$SEG" --op write \
+    --block-size 1M --batch-size 16 --buffer-size 64M --duration 8 --verify --json \
+    >"$WORK/down.json" 2>"$WORK/down.log" &
+IPID=$!
+sleep 1.5
+lab_down b nic1
+sleep 2.5
+u0=$(lab_tx_bytes a nic1)
+lab_up b nic1
+wait "$IPID" || fail "link-down: tern-bench failed: $(tail -3 "$WORK/down.log")"
+D1=$(($(lab_tx_bytes a nic1) - u0))
+echo "link-down: $(cat "$WORK/down.json"); nic1 after it came back: $D1 B"
+grep -q '"verify":"ok"' "$WORK/down.json" || fail "link-down: verify failed"
+grep -q '"errors":0,' "$WORK/down.json" || fail "link-down: requests failed"
+grep -q "nic1 .*stalled" "$WORK/down.log" || fail "link-down: no stall was reported: $(grep -v '^\[' "$WORK/down.log")"
+[ "$D1" -gt $((16 << 20)) ] || fail "link-down: nic1 carried only $D1 B after it came back up"
 stop_target
 
 if [ "$FAILS" -gt 0 ]; then

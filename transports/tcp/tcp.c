@@ -617,6 +617,6 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .ep_close = tcp_any_ep_close,
     .submit = tcp_any_submit,
     .poll = NULL, /* slices come back through the host service complete() */
-    .ep_reset = NULL,
+    .ep_reset = tcp_any_ep_reset, /* the core resets an endpoint whose NIC pair stalled */
     .query = tcp_query,
 };

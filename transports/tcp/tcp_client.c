@@ -740,6 +740,40 @@ int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
     return 0;
 }
 
+/* A NIC pair that stalled (the core saw nothing come back while the
+ * peer's other pairs moved; a link that went down resets nothing): every
+ * slice on the endpoint fails now with TERN_ERR_TIMEOUT and the core sends
+ * it over another pair.  The sockets close with SO_LINGER 0, a reset: no
+ * byte still queued in them can reach the peer later, after the slice was
+ * sent again and its request completed.  The endpoint stays usable: the
+ * next slice on it connects again. */
+int tcp_ep_reset(void *vep)
+{
+    tcp_ep *ep = vep;
+    if (!ep)
+        return TERN_ERR_INVAL;
+    done_list d = {0};
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn *c = &ep->conns[i];
+        pthread_mutex_lock(&c->mu);
+        if (!atomic_load(&c->closed)) {
+            if (c->io.fd >= 0) {
+                struct linger lg = {1, 0};
+                setsockopt(c->io.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                conn_close_fd(c);
+                atomic_fetch_add(&ep->ctx->st_conn_broken, 1);
+            }
+            conn_reset_stream(c);
+            ring_fail_all(c, &d, TERN_ERR_TIMEOUT,
+                          "tcp: no progress on this NIC pair while others moved (reset)");
+            atomic_store(&c->state, TCP_C_OFF);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    done_flush(ep->ctx, &d);
+    return 0;
+}
+
 /* Callable from any thread, an I/O thread's complete() included: the
  * sockets close and the slices fail here; the memory goes once each I/O
  * thread has let go of its connection (conn_unlist_cmd). */

@@ -266,6 +266,9 @@ void tcp_server_evict(tcp_worker *w);
 int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
 int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen);
 void tcp_ep_close(void *vep);
+/* The core found the endpoint's NIC pair stalled: fail its slices now,
+ * drop its sockets, keep the endpoint (the next slice reconnects). */
+int tcp_ep_reset(void *vep);
 int tcp_submit(void *vep, tern_slice *const *slices, int n);
 
 /* tcp_mooncake_glue.c: Mooncake's data format wired into the transport */
@@ -276,6 +279,7 @@ int tcp_mc_describe(tcp_ctx *ctx, tern_desc *out);
 int tcp_any_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
 int tcp_any_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen);
 void tcp_any_ep_close(void *vep);
+int tcp_any_ep_reset(void *vep);
 int tcp_any_submit(void *vep, tern_slice *const *slices, int n);
 
 #endif
