@@ -141,11 +141,11 @@ Test(spread, stall_pause_and_probation)
     cr_expect_eq(st[0].pause_ms, TERN_SPREAD_COOLDOWN_MIN_MS);
     cr_expect(tern_spread_paused(&sp, s0, now));
     cr_expect_eq(tern_spread_stalls(&sp, now, st, 4), 0, "a paused pair is not found again");
-    for (int i = 0; i < 5; i++)
-        cr_expect_eq(pick(l, p, MIB, &ld, &pd), s1, "the paused pair sits out");
     /* the slices on s0 come back failed while it is paused: no new pause */
     tern_spread_done(&sp, s0, MIB, 0, 0);
     cr_expect_eq(atomic_load(&sp.p[s0].cooldown_ms), TERN_SPREAD_COOLDOWN_MIN_MS);
+    for (int i = 0; i < 5; i++) /* s0 is idle now, yet paused */
+        cr_expect_eq(pick(l, p, MIB, &ld, &pd), s1, "the paused pair sits out");
     /* the pause ends: one probe on s0, not two */
     atomic_store(&sp.p[s0].paused_until_ns, 0);
     cr_expect_eq(pick(l, p, 1, &ld, &pd), s0, "the probe (s1 is loaded)");
