@@ -160,9 +160,8 @@ void tern_spread_done(tern_spread *sp, int slot, uint64_t len, uint64_t sent_ns,
         return;
     tern_spread_pair *q = &sp->p[slot];
     spread_sub(&q->inflight, len);
-    if (ok == 0 && atomic_load(&q->probation) &&
-        atomic_load(&q->paused_until_ns) <= tern_now_ns())
-        spread_pause(q, tern_now_ns()); /* its probe failed: a longer pause */
+    if (ok == 0 && atomic_load(&q->paused_until_ns) <= tern_now_ns())
+        spread_pause(q, tern_now_ns()); /* it failed there (a probe: a longer pause) */
     if (ok <= 0)
         return;
     atomic_fetch_add(&q->bytes, len);

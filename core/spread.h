@@ -18,7 +18,10 @@
  * doubles per stall (1 s up to 30 s), and resets its endpoint so the slices
  * on it come back and go to the other pairs.  After the cool-down the pair
  * is on probation: one slice at a time until one succeeds, which ends the
- * probation and the doubling.
+ * probation and the doubling.  A pair that fails a slice itself (its
+ * connect fails, its connection breaks) is paused the same way: a NIC of
+ * the peer this host cannot reach costs a probe now and then, not a
+ * failed attempt per slice.
  *
  * State: a fixed table of atomics inside the segment (segments.h), no
  * lock; the races (two threads reading the same load) cost a slightly
@@ -80,8 +83,9 @@ int tern_spread_pick(tern_spread *sp, tern_topology *ltopo, const char *lloc, co
                      tern_topology *ptopo, const char *ploc, uint64_t len, int *ldev, int *pdev);
 
 /* A slice of len bytes picked at sent_ns on slot came back (ok 1: a rate
- * sample; 0: it failed there, which pauses a pair on probation again) or
- * was taken back unsent (ok -1); its bytes leave the in-flight count. */
+ * sample; 0: the pair failed it, a connect or the connection, which pauses
+ * the pair as a stall does unless it is paused already) or was taken back
+ * for another reason (ok -1); its bytes leave the in-flight count. */
 void tern_spread_done(tern_spread *sp, int slot, uint64_t len, uint64_t sent_ns, int ok);
 
 /* Pairs that stalled by now_ns (see above): each is paused; writes up to

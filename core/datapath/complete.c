@@ -44,7 +44,8 @@ static void done_failed(tern_cslice *cs)
      * over another pair at once, without spending an attempt. */
     int moved = cs->pair >= 0 && cs->moves < TERN_SPREAD_MOVES_MAX &&
                 tern_spread_paused(&cs->seg->spread, cs->pair, tern_now_ns());
-    tern_cslice_unpair(cs, 0);
+    /* The pair's own failure (connect, connection) pauses it. */
+    tern_cslice_unpair(cs, tern_heal_drops_endpoint(cs->s.status) ? 0 : -1);
     if (tern_cslice_drop_if_ended(cs))
         return;
     tern_xport *x = cs->x;

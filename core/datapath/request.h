@@ -132,7 +132,8 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
 /* Live (neither ended nor ending): its slices may still move data. */
 int tern_req_active_locked(const tern_req *q);
 /* cs leaves its NIC pair's in-flight count (ok as for tern_spread_done: 1
- * done, 0 failed there, -1 taken back unsent); no-op when it has none. */
+ * done, 0 the pair failed it, -1 taken back for another reason); no-op
+ * when it has none. */
 void tern_cslice_unpair(tern_cslice *cs, int ok);
 /* Drop one live slice of b: releases its endpoint (never closing it here:
  * returns 1 when a worker must reap it), frees cs (lock held). */

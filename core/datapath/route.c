@@ -225,9 +225,10 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
                      : tern_endpoint_cached(x, &path, &ep, &ref);
     uint64_t gen = seg->desc_gen;
     pthread_rwlock_unlock(&seg->lock);
-    if (rc) {
+    if (rc) { /* no endpoint: a failed connect pauses the pair */
         if (pair >= 0)
-            tern_spread_done(&seg->spread, pair, cs->s.length, 0, -1);
+            tern_spread_done(&seg->spread, pair, cs->s.length, 0,
+                             rc < 0 && tern_heal_drops_endpoint(rc) ? 0 : -1);
         return rc;
     }
     if (pair >= 0) {

@@ -162,6 +162,26 @@ Test(spread, stall_pause_and_probation)
     tern_topology_free(p);
 }
 
+/* A pair that fails a slice itself (a connect, a broken connection) is
+ * paused like a stalled one; a slice taken back for another reason is not
+ * its fault. */
+Test(spread, pair_failure_pauses)
+{
+    tern_spread_reset(&sp);
+    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    int ld, pd;
+    int s0 = pick(l, p, MIB, &ld, &pd), s1 = pick(l, p, MIB, &ld, &pd);
+    tern_spread_done(&sp, s1, MIB, 0, -1);
+    cr_expect_not(tern_spread_paused(&sp, s1, tern_now_ns()));
+    tern_spread_done(&sp, s0, MIB, 0, 0);
+    cr_expect(tern_spread_paused(&sp, s0, tern_now_ns()));
+    cr_expect_eq(atomic_load(&sp.p[s0].cooldown_ms), TERN_SPREAD_COOLDOWN_MIN_MS);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(pick(l, p, MIB, &ld, &pd), s1);
+    tern_topology_free(l);
+    tern_topology_free(p);
+}
+
 /* The whole peer silent: no pair is singled out (the peer's own healing). */
 Test(spread, silent_peer_is_not_a_stalled_pair)
 {

@@ -255,8 +255,10 @@ void tcp_io_list(tcp_io *io);
 /* tcp_nics.c: the NICs from the bind address, the server name's host and
  * the interfaces (docs/configuration.md, tcp: several NICs). */
 int tcp_nics_pick(tcp_ctx *ctx, char *err, size_t errlen);
-/* The NIC named by a NIC path "host:port@device" of ours, -1 if none. */
+/* Our NIC of that name, -1 if none. */
 int tcp_nic_find(const tcp_ctx *ctx, const char *name);
+/* 1 when a numeric address is one of this host's own. */
+int tcp_addr_is_local(const char *host);
 
 /* tcp_accept.c: one listener per NIC */
 int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen);

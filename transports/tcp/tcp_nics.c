@@ -123,6 +123,23 @@ static int nics_allowed(const tcp_ctx *ctx, const char *name)
     }
 }
 
+int tcp_addr_is_local(const char *host)
+{
+    struct ifaddrs *ifa = NULL;
+    int found = 0;
+    if (!host || getifaddrs(&ifa) != 0)
+        return 0;
+    for (struct ifaddrs *i = ifa; i && !found; i = i->ifa_next) {
+        char buf[INET6_ADDRSTRLEN];
+        if (!i->ifa_addr)
+            continue;
+        nics_ntop(i->ifa_addr, buf, sizeof buf);
+        found = *buf && !strcmp(buf, host);
+    }
+    freeifaddrs(ifa);
+    return found;
+}
+
 int tcp_nic_find(const tcp_ctx *ctx, const char *name)
 {
     for (int i = 0; name && i < ctx->nnics; i++)
