@@ -11,7 +11,11 @@
 #     than half of what the fast one does (spread by measured rate);
 #   - a link down (host b's nic1) for 2.5 s of an 8 s write, which resets
 #     nothing: the pair is found stalled, its slices go over nic0, no request
-#     fails, the data verifies, and nic1 carries again once it is back up.
+#     fails, the data verifies, and nic1 carries again once it is back up;
+#   - a third interface with the same private address on both hosts (a
+#     bridge like docker0), both engines on the same data port: published,
+#     refused by the initiator (it is its own address: it would reach its
+#     own engine), no request fails, the data verifies.
 # Skips (77) where no lab can run.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,13 +36,15 @@ fail() {
     FAILS=$((FAILS + 1))
 }
 
-# config FILE HOST: an engine named by HOST on an ephemeral port.
+# config FILE HOST: an engine named by HOST on an ephemeral port; DATA_PORT
+# set: the tcp data ports on that one.
 config() {
     cat >"$1" <<EOF
 server_name: "$2"
 metadata: p2p
 transports:
   - name: tcp
+    port: ${DATA_PORT:-0}
 log_level: warn
 EOF
 }
@@ -133,6 +139,20 @@ grep -q '"verify":"ok"' "$WORK/down.json" || fail "link-down: verify failed"
 grep -q '"errors":0,' "$WORK/down.json" || fail "link-down: requests failed"
 grep -q "nic1 .*stalled" "$WORK/down.log" || fail "link-down: no stall was reported: $(grep -v '^\[' "$WORK/down.log")"
 [ "$D1" -gt $((16 << 20)) ] || fail "link-down: nic1 carried only $D1 B after it came back up"
+stop_target
+
+for h in a b; do
+    ip link add br9 netns "$(lab_ns $h)" type veth peer name br9p netns "$(lab_ns $h)" &&
+        ip -n "$(lab_ns $h)" addr add 172.31.9.1/24 dev br9 &&
+        ip -n "$(lab_ns $h)" link set br9p up && ip -n "$(lab_ns $h)" link set br9 up ||
+        fail "bridge: cannot add br9 to host $h"
+done
+export DATA_PORT=47123
+start_target 198.18.0.2:0 || exit 1
+if run bridge-write 198.18.0.1:0 write tx_bytes; then
+    both_carry bridge-write 25
+    grep -q '"errors":0,' "$WORK/bridge-write.json" || fail "bridge-write: requests failed"
+fi
 stop_target
 
 if [ "$FAILS" -gt 0 ]; then
