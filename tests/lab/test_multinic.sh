@@ -89,6 +89,8 @@ run() {
     D0=$(($(lab_exec a cat /sys/class/net/nic0/statistics/"$ctr") - a0))
     D1=$(($(lab_exec a cat /sys/class/net/nic1/statistics/"$ctr") - a1))
     grep -q '"verify":"ok"' "$WORK/$name.json" || fail "$name: verify: $(cat "$WORK/$name.json")"
+    ! grep -q "stalled" "$WORK/$name.log" ||
+        fail "$name: a NIC pair was reported stalled with every link up: $(grep stalled "$WORK/$name.log")"
     echo "$name: nic0 $D0 B, nic1 $D1 B ($ctr of host a); $(sed -n 's/.*"gb_per_s":\([0-9.]*\).*/\1/p' "$WORK/$name.json") GB/s"
 }
 
