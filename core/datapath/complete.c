@@ -40,26 +40,18 @@ static void done_failed(tern_cslice *cs)
 {
     tern_engine *e = cs->b->e;
     tern_dpq_kick(e->dp); /* a worker reaps what this releases */
-    /* Its NIC pair stalled and was reset (datapath/stall.c): sent again
-     * over another pair at once, without spending an attempt. */
-    int moved = cs->pair >= 0 && cs->moves < TERN_SPREAD_MOVES_MAX &&
+    /* A failure of the NIC pair itself (connect, connection) pauses the
+     * pair; when it was paused already (it stalled and was reset,
+     * datapath/stall.c, or another slice's failure paused it), the slice
+     * goes over another pair at once, without spending an attempt. */
+    int pairfail = tern_heal_drops_endpoint(cs->s.status);
+    int moved = pairfail && cs->pair >= 0 && cs->moves < TERN_SPREAD_MOVES_MAX &&
                 tern_spread_paused(&cs->seg->spread, cs->pair, tern_now_ns());
-    /* The pair's own failure (connect, connection) pauses it. */
-    tern_cslice_unpair(cs, tern_heal_drops_endpoint(cs->s.status) ? 0 : -1);
+    tern_cslice_unpair(cs, pairfail ? 0 : -1);
     if (tern_cslice_drop_if_ended(cs))
         return;
     tern_xport *x = cs->x;
     int code = cs->s.status;
-    if (moved) {
-        cs->moves++;
-        if (cs->ref) {
-            tern_epstore_release_deferred(x->eps, cs->ref);
-            cs->ref = NULL;
-        }
-        cs->s.ep = NULL;
-        tern_dpq_push(e->dp, cs, 0);
-        return;
-    }
     if (code == TERN_ERR_DEVICE)
         tern_xport_device_failed(x, cs->local_dev);
     if (tern_heal_drops_endpoint(code) && cs->s.ep)
@@ -69,6 +61,11 @@ static void done_failed(tern_cslice *cs)
         cs->ref = NULL;
     }
     cs->s.ep = NULL; /* the retry chooses a path and an endpoint again */
+    if (moved) {
+        cs->moves++;
+        tern_dpq_push(e->dp, cs, 0);
+        return;
+    }
     uint64_t now = tern_now_ms();
     cs->failed_ns = tern_now_ns();
     const char *why = cs->s.errmsg[0] ? tern_xport_msg(x, cs->s.errmsg) : "transport error";

@@ -140,12 +140,13 @@ int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *
 }
 
 /* First attempt with several NIC pairs to the peer: the least loaded pair
- * (spread.h).  Returns the spread slot (>= 0) with *path set, -1 when
- * there is nothing to spread over (the caller picks as before), or a
+ * (spread.h).  0 with *slot the spread slot and *path set, or *slot -1
+ * when there is nothing to spread over (the caller picks as before); or a
  * tern_err.  Segment and memory locks held. */
 static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_path *path,
-                        char *err, size_t errlen)
+                        int *slot_out, char *err, size_t errlen)
 {
+    *slot_out = -1;
     tern_engine *e = cs->b->e;
     tern_segment *seg = cs->seg;
     uint64_t laddr = (uint64_t)(uintptr_t)cs->s.local;
@@ -153,12 +154,12 @@ static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_p
     const tern_buffer_desc *pb = tern_segment_find_buffer(seg->desc, cs->s.remote, cs->s.length);
     const tern_seg_transport *st = tern_segment_find_transport(seg->desc, x->pl->name);
     if (!lb || !pb || !st || !st->topology)
-        return -1; /* the plain choice says what is wrong */
+        return 0; /* the plain choice says what is wrong */
     int ldev, pdev;
     int slot = tern_spread_pick(&seg->spread, x->topo, lb->location, hint, st->topology,
                                 pb->location, cs->s.length, &ldev, &pdev);
     if (slot < 0)
-        return -1;
+        return 0;
     int rc = path_choose_devs(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name, laddr,
                               cs->s.remote, cs->s.length, 0, hint, ldev, pdev, path, err,
                               errlen);
@@ -166,7 +167,8 @@ static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_p
         tern_spread_done(&seg->spread, slot, cs->s.length, 0, -1);
         return rc;
     }
-    return slot;
+    *slot_out = slot;
+    return 0;
 }
 
 /* The peer's buffer is GPU memory: only a transport whose target side
@@ -209,9 +211,9 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
                            ? x->gpu_near[cs->gpu] : NULL;
     /* A first attempt goes to the least loaded NIC pair; a retry walks the
      * devices in order, so a failing pair is left (docs/topology.md). */
-    int pair = cs->attempt == 0 ? route_spread(cs, x, hint, &path, err, errlen) : -1;
-    int rc = pair >= 0 ? 0 : pair;
-    if (pair == -1)
+    int pair = -1;
+    int rc = cs->attempt == 0 ? route_spread(cs, x, hint, &path, &pair, err, errlen) : 0;
+    if (rc == 0 && pair < 0)
         rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
                                    (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
                                    cs->attempt, hint, &path, err, errlen);
