@@ -56,8 +56,23 @@ lab_require() {
 
 lab_ns() { echo "ternlab-$LAB_RUN-$1"; }
 
+# Remove what runs killed without a chance to clean up (SIGKILL, a CTest
+# timeout) left: runs whose name ends in the pid of a process that is gone.
+lab_reap_stale() {
+    local run pid
+    for run in $(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^ternlab-\(.*\)-[^-]*$/\1/p' | sort -u); do
+        pid=$(echo "$run" | sed -n 's/.*[^0-9]\([0-9][0-9]*\)$/\1/p')
+        [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null || continue
+        echo "lab: removing the namespaces of run $run, whose process is gone"
+        LAB_RUN=$run lab_cleanup
+    done
+}
+
 # Start a lab; RUN names it (default: the shell's pid), unique per machine.
+# A name ending in the pid of its shell lets a later run remove what a
+# killed one left (lab_reap_stale).
 lab_init() {
+    lab_reap_stale
     LAB_RUN=${1:-$$}
     LAB_HOSTS=()
     LAB_SUBNET=0
