@@ -149,11 +149,16 @@ static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_p
     *slot_out = -1;
     tern_engine *e = cs->b->e;
     tern_segment *seg = cs->seg;
+    const tern_seg_transport *st = seg->st; /* the negotiated transport's */
+    /* One device on each side (most transports, tcp on loopback): nothing
+     * to spread, and no lookup spent on the way. */
+    if (!st || !st->topology ||
+        tern_topology_device_count(x->topo) * tern_topology_device_count(st->topology) < 2)
+        return 0;
     uint64_t laddr = (uint64_t)(uintptr_t)cs->s.local;
     const tern_buffer_desc *lb = tern_segment_find_buffer(e->mem.local_desc, laddr, cs->s.length);
     const tern_buffer_desc *pb = tern_segment_find_buffer(seg->desc, cs->s.remote, cs->s.length);
-    const tern_seg_transport *st = tern_segment_find_transport(seg->desc, x->pl->name);
-    if (!lb || !pb || !st || !st->topology)
+    if (!lb || !pb)
         return 0; /* the plain choice says what is wrong */
     int ldev, pdev;
     int slot = tern_spread_pick(&seg->spread, x->topo, lb->location, hint, st->topology,

@@ -117,6 +117,8 @@ Test(spread, rate_is_measured_over_a_window)
     }
     uint64_t r = atomic_load(&sp.p[s].rate);
     cr_expect(r > 60 * MIB && r < 140 * MIB, "rate %llu B/s", (unsigned long long)r);
+    cr_expect_eq(tern_spread_bytes(&sp, ld, pd), 11 * MIB, "every byte that came back counts");
+    cr_expect_eq(tern_spread_bytes(&sp, ld, pd == 0 ? 1 : 0), 0, "not a pair");
     tern_topology_free(l);
     tern_topology_free(p);
 }
