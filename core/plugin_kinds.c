@@ -72,6 +72,10 @@ static int default_ep_describe(void *ep, tern_desc *out)
 static void transport_defaults(void *copy)
 {
     tern_transport *t = copy;
+    /* Neither operation declared: a 1.0 plugin (the core did not read the
+     * bits then), taken to do both (<tern/transport.h>, capability bits). */
+    if (!(t->caps & (TERN_CAP_READ | TERN_CAP_WRITE)))
+        t->caps |= TERN_CAP_READ | TERN_CAP_WRITE;
     if (!t->poll)
         t->poll = default_poll;
     if (!t->ep_describe)

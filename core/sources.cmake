@@ -46,7 +46,8 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/control/auth.c
   ${CMAKE_CURRENT_LIST_DIR}/control/server.c
   ${CMAKE_CURRENT_LIST_DIR}/control/client.c
-  # the data path, one way: batch -> cut -> route -> dispatch -> complete
+  # the data path, one way: batch_ctl (conveniences) -> batch -> cut -> route -> dispatch
+  # -> stage, complete -> heal -> queue -> request -> batch_state (scripts/object-deps.py checks it)
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch_ctl.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/cut.c
@@ -54,9 +55,11 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/datapath/dispatch.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/stage.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/complete.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/heal.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/queue.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/stall.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/request.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/batch_state.c
   # the configuration: see config/cfg_internal.h
   ${CMAKE_CURRENT_LIST_DIR}/config/yaml_tree.c
   ${CMAKE_CURRENT_LIST_DIR}/config/values.c

@@ -241,15 +241,3 @@ void cfg_fmt_choices(const char *const *names, char *buf, size_t len)
     for (size_t i = 0; names[i] && o < len; i++)
         o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", names[i]);
 }
-
-int cfg_unknown_key(cfgctx *c, const ynode *k, const char *path, const char *whose,
-                       const char *const *names, size_t n, const char *all)
-{
-    char b[64];
-    const char *near = cfg_closest(k->text, names, n);
-    if (near)
-        return cfg_err(c, AT(k), path, "expected %s (did you mean %s?), got unknown key %s",
-                       whose, near, cfg_show_text(k->text, b, sizeof b));
-    return cfg_err(c, AT(k), path, "expected %s (%s), got unknown key %s", whose, all,
-                   cfg_show_text(k->text, b, sizeof b));
-}

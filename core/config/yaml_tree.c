@@ -84,6 +84,19 @@ const char *cfg_show(const ynode *n, char *buf, size_t len)
 }
 
 /* Key paths: "base.key" (or "key" at the root), truncated to fit. */
+/* An unknown key: the nearest known one ("did you mean"), else all of them. */
+int cfg_unknown_key(cfgctx *c, const ynode *k, const char *path, const char *whose,
+                       const char *const *names, size_t n, const char *all)
+{
+    char b[64];
+    const char *near = cfg_closest(k->text, names, n);
+    if (near)
+        return cfg_err(c, AT(k), path, "expected %s (did you mean %s?), got unknown key %s",
+                       whose, near, cfg_show_text(k->text, b, sizeof b));
+    return cfg_err(c, AT(k), path, "expected %s (%s), got unknown key %s", whose, all,
+                   cfg_show_text(k->text, b, sizeof b));
+}
+
 void cfg_path_join(char *dst, size_t len, const char *base, const char *key)
 {
     size_t o = tern_strlcpy(dst, base, len);

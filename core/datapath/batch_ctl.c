@@ -1,10 +1,9 @@
 /* core/datapath/batch_ctl.c: what an application does with a batch
  * besides submit and wait: an eventfd for event loops, reset for reuse,
  * cancel, a notification that rides on requests, and the one-request
- * synchronous call (see docs/api.md, Batches).  Everything here takes the
- * batch lock only for request state; sending a notification is the
- * notification object's sender thread's job (notify.c), never the
- * completion path's. */
+ * synchronous call (see docs/api.md, Batches).  The top of the data path:
+ * built on batch.c (alloc, submit, wait); the batch state the completion
+ * path changes is in batch_state.c, at the bottom. */
 #include "queue.h"
 
 #include <stdio.h>
@@ -18,16 +17,6 @@
 #include "notify.h"
 #include "util.h"
 
-void tern_batch_signal_locked(tern_batch *b)
-{
-    pthread_cond_broadcast(&b->cond);
-    if (b->efd >= 0) {
-        uint64_t one = 1;
-        if (write(b->efd, &one, sizeof one) < 0) { /* counter full: already readable */
-        }
-    }
-}
-
 TERN_EXPORT int tern_batch_fd(tern_batch *b)
 {
     if (!b)
@@ -40,14 +29,6 @@ TERN_EXPORT int tern_batch_fd(tern_batch *b)
     return fd >= 0 ? fd : tern_engine_fail(b->e, TERN_ERR_IO, "batch_fd: eventfd failed");
 }
 
-/* Clear the eventfd (lock held): the caller is about to look at state. */
-void tern_batch_drain_fd_locked(tern_batch *b)
-{
-    uint64_t v;
-    if (b->efd >= 0 && read(b->efd, &v, sizeof v) < 0) { /* nothing to drain */
-    }
-}
-
 TERN_EXPORT long tern_batch_inflight(tern_batch *b)
 {
     if (!b)
@@ -56,28 +37,6 @@ TERN_EXPORT long tern_batch_inflight(tern_batch *b)
     long n = b->inflight;
     pthread_mutex_unlock(&b->lock);
     return n;
-}
-
-static void notes_clear_locked(tern_batch *b)
-{
-    for (size_t i = 0; i < b->nnotes; i++) {
-        free(b->notes[i].name);
-        free(b->notes[i].msg);
-        free(b->notes[i].why);
-    }
-    free(b->notes);
-    b->notes = NULL;
-    b->nnotes = 0;
-}
-
-/* Every batch-owned allocation besides the request array (tern_batch_free). */
-void tern_batch_release_locked(tern_batch *b)
-{
-    tern_stats_flush(b->e->stats, &b->acc); /* nothing is left there: every request ended */
-    notes_clear_locked(b);
-    if (b->efd >= 0)
-        close(b->efd);
-    b->efd = -1;
 }
 
 TERN_EXPORT int tern_batch_reset(tern_batch *b)
@@ -105,7 +64,7 @@ TERN_EXPORT int tern_batch_reset(tern_batch *b)
     b->n = 0;
     b->open = 0;
     tern_stats_flush(b->e->stats, &b->acc);
-    notes_clear_locked(b);
+    tern_batch_notes_clear_locked(b);
     tern_batch_drain_fd_locked(b);
     pthread_mutex_unlock(&b->lock);
     return 0;
@@ -136,51 +95,6 @@ TERN_EXPORT int tern_batch_cancel(tern_batch *b)
 }
 
 /* ---- notifications riding on requests ------------------------------------------ */
-
-static void note_done(void *arg, size_t idx, int rc, const char *why)
-{
-    tern_batch *b = arg;
-    pthread_mutex_lock(&b->lock);
-    tern_bnote *nt = &b->notes[idx];
-    nt->state = rc;
-    if (rc)
-        nt->why = tern_strdup(why);
-    b->notes_busy--;
-    tern_batch_signal_locked(b);
-    pthread_mutex_unlock(&b->lock);
-}
-
-static void note_fail_locked(tern_batch *b, tern_bnote *nt, int code, const char *why)
-{
-    nt->state = code;
-    nt->why = tern_strdup(why);
-    b->notes_busy--;
-}
-
-void tern_batch_note_req_locked(tern_batch *b, size_t idx)
-{
-    int ni = b->reqs[idx].note;
-    if (ni < 0 || !b->notes)
-        return;
-    tern_bnote *nt = &b->notes[ni];
-    if (nt->state != 1)
-        return;
-    if (b->reqs[idx].status != TERN_COMPLETED) {
-        char why[256];
-        snprintf(why, sizeof why, "not sent: request %zu ended %s", idx,
-                 tern_strerror(b->reqs[idx].error ? b->reqs[idx].error : TERN_ERR_INVAL));
-        note_fail_locked(b, nt, b->reqs[idx].error ? b->reqs[idx].error : TERN_ERR_INVAL, why);
-        return;
-    }
-    if (--nt->left)
-        return;
-    /* Every byte is in: hand it to the sender thread (never sent from here). */
-    int rc = tern_notes_post(b->e->notes, nt->peer, nt->name, nt->msg, note_done, b, (size_t)ni);
-    if (rc)
-        note_fail_locked(b, nt, rc, "not sent: the sender could not take it");
-    else
-        nt->state = 2;
-}
 
 TERN_EXPORT int tern_batch_submit_with_notify(tern_batch *b, const tern_request *reqs, size_t n,
                                               tern_segment_id seg, const char *name,

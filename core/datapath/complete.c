@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "engine_endpoint.h"
+#include "heal.h"
 #include "stage.h"
 #include "util.h"
 
@@ -66,41 +67,20 @@ static void done_failed(tern_cslice *cs)
         tern_dpq_push(e->dp, cs, 0);
         return;
     }
-    uint64_t now = tern_now_ms();
     cs->failed_ns = tern_now_ns();
     const char *why = cs->s.errmsg[0] ? tern_xport_msg(x, cs->s.errmsg) : "transport error";
-    switch (tern_heal_class(code)) {
-    case TERN_HEAL_FATAL:
-        tern_cslice_fail(cs, code, why);
-        return;
+    switch (tern_heal_next(e, cs, code, why)) {
     case TERN_HEAL_RANGE: /* the worker refetches and decides */
         cs->range = 1;
         tern_dpq_push(e->dp, cs, 0);
         return;
-    case TERN_HEAL_FALLBACK:
+    case TERN_HEAL_FALLBACK: /* the worker moves the peer to the next transport */
         cs->unreach = 1;
         tern_dpq_push(e->dp, cs, 0);
         return;
-    case TERN_HEAL_PEER:
-    case TERN_HEAL_RETRY:
-        break;
-    }
-    int peer = tern_heal_class(code) == TERN_HEAL_PEER;
-    if (peer) /* an attempt on the peer failed: back off, share it */
-        cs->epoch = tern_segment_failed(cs->seg, code, why);
-    if (cs->attempt >= e->cfg->retries) {
-        tern_cslice_fail(cs, code, why);
+    default: /* failed, or queued for another attempt */
         return;
     }
-    cs->attempt++;
-    tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, x->index, TERN_STAT_RETRY);
-    uint64_t due = now;
-    if (peer) {
-        cs->refetch = 1;
-        cs->probe = code == TERN_ERR_TIMEOUT; /* silent, not refused: stalled? */
-        due = atomic_load(&cs->seg->retry_at_ms);
-    }
-    tern_dpq_push(e->dp, cs, due);
 }
 
 void tern_cslice_done(tern_cslice *cs)

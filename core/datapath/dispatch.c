@@ -11,6 +11,7 @@
 #include "log.h"
 #include "cut.h"
 #include "desc.h"
+#include "heal.h"
 #include "route.h"
 #include "stall.h"
 #include "stage.h"
@@ -124,34 +125,13 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
         cs->ref = NULL;
     }
     cs->s.ep = NULL;
-    tern_heal h = tern_heal_class(rc);
+    tern_heal h = tern_heal_next(e, cs, rc, err);
     if (h == TERN_HEAL_FALLBACK) {
         if (fall_back(e, cs, err) == 0)
             tern_dpq_push(e->dp, cs, 0); /* the next transport: no attempt spent */
-        return;
-    }
-    if (h == TERN_HEAL_PEER) { /* an attempt on the peer failed: back off, share it */
-        uint64_t before = atomic_load(&cs->seg->fail_epoch);
-        cs->epoch = tern_segment_failed(cs->seg, rc, err);
-        if (cs->epoch > before) /* once per backoff window, not once per slice */
-            tern_log(&e->log, TERN_LOG_DEBUG, "segment %s: attempt failed (%s); the next "
-                     "one after a backoff and a descriptor refetch", cs->seg->name, err);
-    }
-    if (h == TERN_HEAL_FATAL || h == TERN_HEAL_RANGE || cs->attempt >= e->cfg->retries) {
+    } else if (h == TERN_HEAL_RANGE) {
         tern_cslice_fail(cs, rc, err);
-        return;
     }
-    cs->attempt++;
-    tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, cs->x ? cs->x->index : -1,
-                     TERN_STAT_RETRY);
-    cs->failed_ns = tern_now_ns();
-    uint64_t due = tern_now_ms();
-    if (h == TERN_HEAL_PEER) {
-        cs->refetch = 1;
-        cs->probe = rc == TERN_ERR_TIMEOUT;
-        due = atomic_load(&cs->seg->retry_at_ms);
-    }
-    tern_dpq_push(e->dp, cs, due);
 }
 
 /* A worker connects for cs.  While it does, other slices of the same peer

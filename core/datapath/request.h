@@ -54,7 +54,7 @@ struct tern_batch {
     pthread_cond_t cond;
     long inflight;         /* live tern_cslice of this batch (under lock) */
     int efd;               /* eventfd of tern_batch_fd, -1 until asked for */
-    tern_bnote *notes;     /* notifications attached (batch_notify.c) */
+    tern_bnote *notes;     /* notifications attached (batch_ctl.c, batch_state.c) */
     size_t nnotes;
     int notes_busy;        /* notes waiting or being sent */
     int pending_note;      /* note the next submit's requests ride on, -1: none */
@@ -70,6 +70,8 @@ struct tern_batch {
     tern_stat_acc pend;
 };
 
+/* ---- batch state the completion path changes (batch_state.c) ---- */
+
 /* A request reached its final status, the last slice came back or a
  * notification was handed over: wake waiters and the batch's eventfd. */
 void tern_batch_signal_locked(tern_batch *b);
@@ -78,6 +80,8 @@ void tern_batch_note_req_locked(tern_batch *b, size_t idx);
 void tern_batch_drain_fd_locked(tern_batch *b);
 /* Closes the eventfd and frees the notes (tern_batch_free). */
 void tern_batch_release_locked(tern_batch *b);
+/* Frees the notes (tern_batch_reset). */
+void tern_batch_notes_clear_locked(tern_batch *b);
 
 /* A slice and the core's bookkeeping (s.core points back here). */
 typedef struct tern_cslice {

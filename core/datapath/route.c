@@ -195,6 +195,26 @@ static int route_gpu_target(const tern_segment *seg, const tern_xport *x, uint64
                      seg->name, b->location, x->pl->name);
 }
 
+_Static_assert(TERN_OP_READ == TERN_READ && TERN_OP_WRITE == TERN_WRITE &&
+                   TERN_CAP_OP(TERN_OP_READ) == TERN_CAP_READ &&
+                   TERN_CAP_OP(TERN_OP_WRITE) == TERN_CAP_WRITE,
+               "the ABI's operations are the API's opcodes");
+
+/* A transport is sent only the operations its caps carry: for a peer that
+ * needs another one it is a transport that cannot reach it, and
+ * UNREACHABLE moves the peer to the next transport both sides list
+ * (<tern/transport.h>, capability bits).  Segment lock held. */
+static int route_op(const tern_segment *seg, const tern_xport *x, int op, char *err,
+                    size_t errlen)
+{
+    if (x->ops->caps & TERN_CAP_OP(op))
+        return 0;
+    const char *name = op == TERN_OP_WRITE ? "WRITE" : "READ";
+    return tern_errf(err, errlen, TERN_ERR_UNREACHABLE,
+                     "transport '%s' does not do %s (its caps lack TERN_CAP_%s), which a "
+                     "request to segment '%s' needs", x->pl->name, name, name, seg->name);
+}
+
 int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
 {
     tern_engine *e = cs->b->e;
@@ -207,6 +227,11 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     }
     tern_xport *x = &e->xports[seg->xport];
     cs->x = x;
+    int rc = route_op(seg, x, cs->s.opcode, err, errlen);
+    if (rc) {
+        pthread_rwlock_unlock(&seg->lock);
+        return rc;
+    }
     tern_xport_device_revive(x, tern_now_ms());
     tern_cslice_unpair(cs, -1); /* routed before and not sent (a refused submit) */
     tern_path path;
@@ -217,7 +242,7 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
     /* A first attempt goes to the least loaded NIC pair; a retry walks the
      * devices in order, so a failing pair is left (docs/topology.md). */
     int pair = -1;
-    int rc = cs->attempt == 0 ? route_spread(cs, x, hint, &path, &pair, err, errlen) : 0;
+    rc = cs->attempt == 0 ? route_spread(cs, x, hint, &path, &pair, err, errlen) : 0;
     if (rc == 0 && pair < 0)
         rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
                                    (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,

@@ -73,9 +73,21 @@ extern "C" {
 #define TERN_MAX_DEVICES 64
 #define TERN_NAME_MAX 64
 
-/* ---- capability bits ------------------------------------------------------ */
+/* ---- operations ------------------------------------------------------------
+ * tern_slice.opcode.  The same values as tern_opcode in <tern/tern.h> (the
+ * core checks it), so a plugin needs only this header. */
+#define TERN_OP_READ 0  /* copy remote -> local */
+#define TERN_OP_WRITE 1 /* copy local -> remote */
+
+/* ---- capability bits ------------------------------------------------------
+ * The core honours each bit it defines.  READ and WRITE: the core sends a
+ * transport only the operations its caps carry (TERN_CAP_OP(op)); a peer
+ * that needs another one moves to the next transport both sides list.  A
+ * transport that carries neither (every plugin built for ABI 1.0, when the
+ * bits were not read) is taken to do both. */
 #define TERN_CAP_READ (1ULL << 0)          /* one-sided READ */
 #define TERN_CAP_WRITE (1ULL << 1)         /* one-sided WRITE */
+#define TERN_CAP_OP(op) (1ULL << (op))     /* the bit of TERN_OP_READ / _WRITE */
 #define TERN_CAP_HANDSHAKE (1ULL << 2)     /* endpoints need the handshake exchange;
                                               without it ep_connect gets peer == NULL */
 #define TERN_CAP_MULTI_DEVICE (1ULL << 4)  /* several devices: use the topology */
@@ -249,7 +261,7 @@ typedef struct tern_ep_params {
  * service complete() or through poll(). */
 struct tern_slice {
     uint32_t struct_size;
-    int opcode;                /* TERN_READ or TERN_WRITE (tern.h values) */
+    int opcode;                /* TERN_OP_READ or TERN_OP_WRITE (one of the caps) */
     void *local;               /* local address */
     uint64_t remote;           /* remote virtual address */
     uint64_t length;

@@ -28,8 +28,6 @@
 #include <tern/transport.h>
 
 #define MC_VERSION "1.0.0"
-#define MC_READ 0  /* TERN_READ in <tern/tern.h> */
-#define MC_WRITE 1 /* TERN_WRITE */
 
 typedef struct mc_mr {
     struct mc_mr *next;
@@ -301,7 +299,7 @@ static int mc_fail(tern_slice *s, int code, const char *fmt, ...)
 static int mc_copy(mc_ep *ep, tern_slice *s)
 {
     mc_ctx *self = ep->ctx;
-    if (s->opcode != MC_READ && s->opcode != MC_WRITE)
+    if (s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE)
         return mc_fail(s, TERN_ERR_INVAL, "memcpy: unknown opcode %d", s->opcode);
     pthread_mutex_lock(&mc_live_lock);
     mc_ctx *peer = mc_live_find(ep->peer_instance);
@@ -323,7 +321,7 @@ static int mc_copy(mc_ep *ep, tern_slice *s)
                      "memcpy: remote 0x%llx+%llu not registered with rkey %llu",
                      (unsigned long long)s->remote, (unsigned long long)s->length,
                      (unsigned long long)s->rkey);
-    else if (s->opcode == MC_WRITE)
+    else if (s->opcode == TERN_OP_WRITE)
         memmove((void *)(uintptr_t)s->remote, s->local, s->length);
     else
         memmove(s->local, (const void *)(uintptr_t)s->remote, s->length);

@@ -3,7 +3,7 @@
  * URI etcd://host:port[,host:port...].  Each call POSTs to /v3/kv/{put,
  * range,deleterange} with base64 keys and values, bounded by the store's
  * timeout (connect and total), trying each endpoint from the last one that
- * answered.  A fresh curl easy handle per call keeps calls thread-safe.
+ * answered; each call one exchange of plugins/common/store_curl.c.
  *
  * put_ttl (ABI 1.1) attaches the key to a lease of its own: granted by
  * /v3/lease/grant, refreshed by /v3/lease/keepalive on each later put_ttl,
@@ -11,14 +11,14 @@
  * lease ran out).  The value is written with the lease every time, so a
  * store that lost it has it back (docs/protocol.md, Metadata store
  * entries). */
-#include <curl/curl.h>
 #include <json-c/json.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "store_curl.h"
 #include "tern/metastore.h"
 
 #define ETCD_MAX_HOSTS 16
@@ -37,19 +37,6 @@ typedef struct estore {
         char id[32]; /* "" when none is held */
     } leases[ETCD_MAX_LEASES];  /* guarded by mu */
 } estore;
-
-static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- base64 ---- */
 
@@ -115,96 +102,64 @@ static char *b64_decode(const char *in, size_t *outlen)
 
 /* ---- HTTP ---- */
 
-typedef struct body {
-    char *p;
-    size_t n;
-    int overflow;
-} body;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-    body *b = arg;
-    size_t add = size * nmemb;
-    if (b->n + add > ETCD_MAX_RESPONSE) {
-        b->overflow = 1;
-        return 0;
-    }
-    char *np = realloc(b->p, b->n + add + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->n, ptr, add);
-    b->p = np;
-    b->n += add;
-    b->p[b->n] = '\0';
-    return add;
-}
-
 /* One POST to one endpoint: 0 with *resp, or a tern code; *retry set when
- * the next endpoint is worth trying (could not connect, timed out). */
+ * the next endpoint is worth trying: 1 could not connect or timed out, 2 the
+ * member answered 5xx (503 "leader changed", "no leader": an election, over
+ * in a second or two; another member or a later try succeeds). */
 static int post_one(estore *s, const char *host, const char *path, const char *req,
                     json_object **resp, int *retry, char *err, size_t errlen)
 {
     char url[512];
     snprintf(url, sizeof url, "http://%s%s", host, path);
-    CURL *c = curl_easy_init();
-    if (!c)
-        return errf(err, errlen, TERN_ERR_NOMEM, "curl_easy_init failed");
-    body b = {0};
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)s->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(c);
-    int rc = 0;
+    store_http_req rq = {.method = "POST", .url = url, .body = req, .body_len = strlen(req),
+                         .timeout_ms = s->timeout_ms, .max_response = ETCD_MAX_RESPONSE};
+    store_http_reply r;
     *retry = 0;
-    if (cc != CURLE_OK) {
-        *retry = 1;
-        rc = errf(err, errlen, cc == CURLE_OPERATION_TIMEDOUT ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
-                  "%s: %s%s", url, b.overflow ? "response too large" : curl_easy_strerror(cc),
-                  cc == CURLE_OPERATION_TIMEDOUT ? " (timed out)" : "");
-    } else {
-        json_object *o = json_tokener_parse(b.p ? b.p : "");
-        if (!o || !json_object_is_type(o, json_type_object)) {
-            rc = errf(err, errlen, TERN_ERR_PROTOCOL, "%s: HTTP %ld, not a JSON object: %.120s",
-                      url, status, b.p ? b.p : "");
-            json_object_put(o);
-        } else if (status != 200) {
-            json_object *m = NULL;
-            if (!json_object_object_get_ex(o, "message", &m))
-                json_object_object_get_ex(o, "error", &m);
-            rc = errf(err, errlen, TERN_ERR_IO, "%s: HTTP %ld: %s", url, status,
-                      m ? json_object_get_string(m) : "(no message)");
-            json_object_put(o);
-        } else {
-            *resp = o;
-        }
+    int rc = store_http(&rq, &r, err, errlen);
+    if (rc) {
+        *retry = rc != TERN_ERR_PROTOCOL && rc != TERN_ERR_NOMEM;
+        return rc;
     }
-    free(b.p);
+    json_object *o = json_tokener_parse(r.body ? r.body : "");
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: HTTP %ld, not a JSON object: %.120s",
+                        url, r.status, r.body ? r.body : "");
+        json_object_put(o);
+    } else if (r.status != 200) {
+        json_object *m = NULL;
+        if (!json_object_object_get_ex(o, "message", &m))
+            json_object_object_get_ex(o, "error", &m);
+        rc = store_errf(err, errlen, TERN_ERR_IO, "%s: HTTP %ld: %s", url, r.status,
+                        m ? json_object_get_string(m) : "(no message)");
+        if (r.status >= 500)
+            *retry = 2;
+        json_object_put(o);
+    } else {
+        *resp = o;
+    }
+    free(r.body);
     return rc;
 }
 
-/* POST to the endpoints in turn, starting with the last good one. */
-static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
-                size_t errlen)
+static uint64_t mono_ms(void)
 {
-    const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One round over the endpoints, starting with the last good one: 0, or the
+ * last error with every endpoint's in all; *electing when one answered 5xx. */
+static int post_round(estore *s, const char *text, const char *path, json_object **resp,
+                      int *electing, int *final, char *all, size_t allen, char *err,
+                      size_t errlen)
+{
     pthread_mutex_lock(&s->mu);
     int start = s->good;
     pthread_mutex_unlock(&s->mu);
-    char all[1024] = "";
     size_t al = 0;
     int rc = TERN_ERR_CONNECT;
+    all[0] = '\0';
     for (int k = 0; k < s->nhosts; k++) {
         int i = (start + k) % s->nhosts, retry = 0;
         char one[512];
@@ -215,15 +170,43 @@ static int post(estore *s, const char *path, json_object *req, json_object **res
             pthread_mutex_unlock(&s->mu);
             return 0;
         }
-        if (!retry)
-            return errf(err, errlen, rc, "%s", one);
-        if (al < sizeof all)
-            al += (size_t)snprintf(all + al, sizeof all - al, "%s%s", al ? "; " : "", one);
+        if (!retry) {
+            *final = 1;
+            return store_errf(err, errlen, rc, "%s", one);
+        }
+        *electing |= retry == 2;
+        if (al < allen)
+            al += (size_t)snprintf(all + al, allen - al, "%s%s", al ? "; " : "", one);
     }
-    return errf(err, errlen, rc,
-                "no etcd endpoint answered (%s); check that etcd is running with "
-                "--listen-client-urls covering %s",
-                all, s->uri);
+    return rc;
+}
+
+/* POST to the endpoints in turn.  While a member answers 5xx (a leader
+ * election) the rounds are repeated, backing off, up to the store's
+ * timeout: an election must not fail an engine's register or open.  When
+ * no endpoint answers at all, the store is down: reported at once. */
+static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
+                size_t errlen)
+{
+    const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    uint64_t end = mono_ms() + (uint64_t)s->timeout_ms;
+    long nap_ms = 50;
+    char all[1024];
+    for (;;) {
+        int electing = 0, final = 0;
+        int rc = post_round(s, text, path, resp, &electing, &final, all, sizeof all, err, errlen);
+        if (rc == 0 || final)
+            return rc; /* done, or refused for good (not worth another endpoint) */
+        if (!electing || mono_ms() + (uint64_t)nap_ms >= end)
+            return store_errf(err, errlen, rc,
+                        "no etcd endpoint answered%s (%s); check that etcd is running with "
+                        "--listen-client-urls covering %s and that a majority of its members "
+                        "is up", electing ? " within the store's timeout" : "", all, s->uri);
+        struct timespec ts = {0, nap_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        if (nap_ms < 400)
+            nap_ms *= 2;
+    }
 }
 
 static void add_b64(json_object *o, const char *name, const char *data, size_t n)
@@ -235,8 +218,6 @@ static void add_b64(json_object *o, const char *name, const char *data, size_t n
 
 /* ---- operations ---- */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static int e_range(estore *s, const char *key, const char *range_end, json_object **resp,
                    char *err, size_t errlen);
@@ -244,12 +225,11 @@ static int e_range(estore *s, const char *key, const char *range_end, json_objec
 static int e_open(const char *uri, int timeout_ms, void **store, char *err, size_t errlen)
 {
     if (strncmp(uri, "etcd://", 7) != 0 || !uri[7])
-        return errf(err, errlen, TERN_ERR_CONFIG,
+        return store_errf(err, errlen, TERN_ERR_CONFIG,
                     "expected etcd://host:port[,host:port...], got \"%s\"", uri);
-    pthread_once(&curl_once, curl_init);
     estore *s = calloc(1, sizeof *s);
     if (!s)
-        return errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     snprintf(s->uri, sizeof s->uri, "%s", uri);
     s->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
     const char *p = uri + 7;
@@ -257,7 +237,7 @@ static int e_open(const char *uri, int timeout_ms, void **store, char *err, size
         size_t n = strcspn(p, ",/");
         if (n == 0 || n >= sizeof s->hosts[0] || s->nhosts == ETCD_MAX_HOSTS) {
             free(s);
-            return errf(err, errlen, TERN_ERR_CONFIG, "%s: bad endpoint list", uri);
+            return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad endpoint list", uri);
         }
         memcpy(s->hosts[s->nhosts], p, n);
         s->hosts[s->nhosts++][n] = '\0';
@@ -336,13 +316,13 @@ static int e_get(void *store, const char *key, char **value, size_t *len, char *
     if (!json_object_object_get_ex(r, "kvs", &kvs) || !json_object_is_type(kvs, json_type_array) ||
         json_object_array_length(kvs) == 0) {
         json_object_put(r);
-        return errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
+        return store_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
     }
     char *k;
     rc = kv_of(json_object_array_get_idx(kvs, 0), &k, value, len);
     json_object_put(r);
     if (rc)
-        return errf(err, errlen, rc, "%s: malformed range reply for %s", s->uri, key);
+        return store_errf(err, errlen, rc, "%s: malformed range reply for %s", s->uri, key);
     free(k);
     return 0;
 }
@@ -406,7 +386,7 @@ static int lease_grant(estore *s, int ttl_s, char *id, size_t idlen, char *err, 
     if (rc)
         return rc;
     if (v == 0)
-        return errf(err, errlen, TERN_ERR_PROTOCOL, "%s: /v3/lease/grant returned no ID", s->uri);
+        return store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: /v3/lease/grant returned no ID", s->uri);
     snprintf(id, idlen, "%lld", v);
     return 0;
 }
@@ -430,14 +410,14 @@ static int e_put_ttl(void *store, const char *key, const char *value, size_t len
     estore *s = store;
     char id[32] = "";
     if (ttl_s <= 0 || strlen(key) >= sizeof s->leases[0].key)
-        return errf(err, errlen, TERN_ERR_INVAL, "etcd put_ttl: bad ttl %d s or key", ttl_s);
+        return store_errf(err, errlen, TERN_ERR_INVAL, "etcd put_ttl: bad ttl %d s or key", ttl_s);
     pthread_mutex_lock(&s->mu);
     int slot = lease_slot(s, key);
     if (slot >= 0)
         snprintf(id, sizeof id, "%s", s->leases[slot].id);
     pthread_mutex_unlock(&s->mu);
     if (slot < 0)
-        return errf(err, errlen, TERN_ERR_NOMEM, "etcd put_ttl: more than %d keys with a lease",
+        return store_errf(err, errlen, TERN_ERR_NOMEM, "etcd put_ttl: more than %d keys with a lease",
                     ETCD_MAX_LEASES);
     int rc = id[0] ? lease_keepalive(s, id, err, errlen) : 0;
     if (rc < 0)
@@ -474,16 +454,16 @@ static int e_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
     estore *s = store;
     size_t n = strlen(prefix);
     if (n == 0)
-        return errf(err, errlen, TERN_ERR_INVAL, "%s: empty prefix", s->uri);
+        return store_errf(err, errlen, TERN_ERR_INVAL, "%s: empty prefix", s->uri);
     /* range_end = prefix with its last byte below 0xff incremented. */
     char *end = strdup(prefix);
     if (!end)
-        return errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     while (n && (unsigned char)end[n - 1] == 0xff)
         end[--n] = '\0';
     if (!n) {
         free(end);
-        return errf(err, errlen, TERN_ERR_INVAL, "%s: prefix of 0xff bytes", s->uri);
+        return store_errf(err, errlen, TERN_ERR_INVAL, "%s: prefix of 0xff bytes", s->uri);
     }
     end[n - 1]++;
     json_object *r = NULL, *kvs;
@@ -496,7 +476,7 @@ static int e_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
             char *k, *v;
             size_t vl;
             if (kv_of(json_object_array_get_idx(kvs, i), &k, &v, &vl) != 0) {
-                rc = errf(err, errlen, TERN_ERR_PROTOCOL, "%s: malformed range reply", s->uri);
+                rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: malformed range reply", s->uri);
                 break;
             }
             int stop = cb(arg, k, v, vl);

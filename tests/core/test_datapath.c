@@ -122,7 +122,34 @@ Test(datapath, abi10_plugin_built_against_the_old_header_moves_data)
                  "the 1.0 layout (up to query)");
     cr_assert_not_null(ops->poll);
     cr_assert_eq(a.e->dp->polling[0], 1, "a poll thread serves the 1.0 plugin");
+    cr_assert_eq(ops->caps & (TERN_CAP_READ | TERN_CAP_WRITE), TERN_CAP_READ | TERN_CAP_WRITE,
+                 "a 1.0 plugin that declares no operation is taken to do both");
     move_and_check(&a, &b, LEN);
+    node_down(&a);
+    node_down(&b);
+}
+
+/* The core sends a transport only the operations its caps carry: loopro
+ * (READ only) listed first carries the READs; the first WRITE moves the peer
+ * to loopx, the next transport both list, and loopro is never sent one. */
+Test(datapath, transport_without_write_is_never_sent_a_write)
+{
+    char t[1024], t2[512];
+    node a, b;
+    entry(t, sizeof t, "loopro", TERN_LOOPRO_PATH, NULL);
+    strcat(t, entry(t2, sizeof t2, "loopx", TERN_LOOPX_PATH, NULL));
+    node_up(&a, t, 2);
+    node_up(&b, t, 2);
+    link_to(&a, &b);
+    memset(b.buf, 0x5A, 4096);
+    char why[1024] = "";
+    cr_assert_eq(run(&a, &b, TERN_READ, 0, 4096, why, sizeof why).status, TERN_COMPLETED, "%s",
+                 why);
+    cr_assert_eq(plugin_count(&a, 0, "reads"), 1, "the READ went over loopro");
+    for (int i = 0; i < 3; i++)
+        move_and_check(&a, &b, 65536);
+    cr_assert_eq(plugin_count(&a, 0, "writes"), 0, "loopro was sent a WRITE");
+    cr_assert_geq(plugin_count(&a, 1, "writes"), 3, "the WRITEs went over loopx");
     node_down(&a);
     node_down(&b);
 }

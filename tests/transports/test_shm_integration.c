@@ -111,6 +111,58 @@ Test(shm_integration, buffer_unregistered_by_the_peer_is_never_written)
     peer_stop(&p);
 }
 
+/* After tern_unregister_memory returns in the target, no byte of a copy
+ * that was under way lands in the range: the initiator announces each copy
+ * in its own table before it checks the target's, and the target waits for
+ * those that checked before its change (transports/shm/shm_drain.c).  200
+ * cycles: A registered (full of 0x3C), 4 WRITEs of 16 MiB of 0x5A into it
+ * queued, each one copy of 16 MiB (chunk_size); the peer unregisters A the
+ * moment the first copy begins to land, and fills A with 0x3C; the batch
+ * ends; A must hold only 0x3C.  Without the wait, the copy under way goes
+ * on writing over the fill after the unregister returned. */
+Test(shm_integration, no_byte_lands_after_the_peer_unregistered)
+{
+    enum { CYCLES = 200, N = 4, LEN = 16 << 20 };
+    it_peer p;
+    shm_peer_start(&p, "shm", NULL);
+    char err[1024] = "";
+    tern_engine *e = tern_engine_create_from_yaml(
+        "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: shm\n"
+        "    chunk_size: 16M\n    slice_size: 16M\nretries: 0\nlog_level: error\n",
+        "test_shm_integration", err, sizeof err);
+    cr_assert(e, "engine: %s", err);
+    uint8_t *buf = local_buf(e, LEN);
+    memset(buf, 0x5A, LEN);
+    char line[128];
+    int landed = 0, completed = 0;
+    for (int c = 0; c < CYCLES; c++) {
+        peer_ask(&p, "REREG_A", line, sizeof line);
+        cr_assert_str_eq(line, "REREG ok\n");
+        tern_segment_id seg = open_expect(e, &p, "shm");
+        tern_batch *b = tern_batch_alloc(e, N);
+        cr_assert_not_null(b, "%s", tern_engine_last_error(e));
+        tern_request *r = same_writes(seg, buf, p.a, LEN, N);
+        cr_assert_eq(tern_batch_submit(b, r, N), N);
+        peer_ask(&p, "UNREG_A_LIVE", line, sizeof line);
+        cr_assert_str_eq(line, "UNREG ok\n", "cycle %d", c);
+        uint64_t waited;
+        completed += (int)(N - wait_after_kill(b, N, 30000, &waited));
+        peer_ask(&p, "CHECK_A", line, sizeof line);
+        if (strcmp(line, "A ok\n") != 0 && landed++ == 0)
+            cr_log_info("cycle %d: %s", c, line);
+        cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
+        free(r);
+        tern_segment_close(e, seg);
+    }
+    cr_log_info("%d cycles, %d WRITEs of 16 MiB completed (the copies under way at the "
+                "unregister); bytes landed after the unregister returned in %d", CYCLES,
+                completed, landed);
+    cr_assert_eq(landed, 0, "bytes landed in A after its unregister returned, in %d of %d "
+                 "cycles", landed, CYCLES);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
 Test(shm_integration, peer_killed_mid_batch_fails_in_bounded_time)
 {
     it_peer p;

@@ -73,7 +73,7 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     op->posted_ms = efa_now_ms();
     efa_op_link(d, op);
     efa_lock(d);
-    if (s->opcode == TERN_WRITE)
+    if (s->opcode == TERN_OP_WRITE)
         rc = fi_write(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                       &op->fctx);
     else
@@ -96,7 +96,7 @@ static void efa_submit_one(efa_ep *e, tern_slice *s)
     uint64_t raddr, deadline;
     ssize_t rc;
     efa_op *op;
-    if ((s->opcode != TERN_READ && s->opcode != TERN_WRITE) || s->length > d->max_msg) {
+    if ((s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || s->length > d->max_msg) {
         snprintf(msg, sizeof msg, "bad slice: opcode %d, length %llu (max %llu on %s)",
                  s->opcode, (unsigned long long)s->length, (unsigned long long)d->max_msg,
                  d->dinfo.name);

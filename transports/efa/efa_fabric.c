@@ -188,6 +188,19 @@ int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen)
     return 0;
 }
 
+void efa_dev_close_ep(efa_dev *d)
+{
+    if (d->ep)
+        fi_close(&d->ep->fid);
+    if (d->av)
+        fi_close(&d->av->fid);
+    if (d->cq)
+        fi_close(&d->cq->fid);
+    d->ep = NULL;
+    d->av = NULL;
+    d->cq = NULL;
+}
+
 void efa_dev_close(efa_dev *d)
 {
     efa_dev_close_ep(d);

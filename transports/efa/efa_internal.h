@@ -141,6 +141,7 @@ void efa_sysfs_path(const efa_ctx *c, const struct fi_info *i, tern_device_info 
 int efa_key_is_base(const efa_dev *d);
 int efa_dev_open(efa_dev *d, char *err, size_t errlen);
 int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen);
+void efa_dev_close_ep(efa_dev *d);
 void efa_dev_close(efa_dev *d);
 
 /* efa_shm.c */
@@ -152,12 +153,9 @@ int efa_shm_pid(const uint8_t *addr, size_t len);
 /* ---- efa_progress.c ---- */
 void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *msg);
 void efa_op_link(efa_dev *d, efa_op *op);
-efa_peer *efa_peer_unlink_locked(efa_dev *d, efa_peer *p);
-void efa_peer_remove(efa_dev *d, efa_peer *p);
 int efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
                     int status, const char *msg);
 int efa_cq_drain(efa_dev *d, int timeout_ms);
-void efa_dev_close_ep(efa_dev *d);
 void *efa_progress_main(void *arg);
 
 /* ---- efa_mr.c ---- */
@@ -167,11 +165,20 @@ int efa_mr_register(void *ctx, void *addr, size_t len, tern_mr_keys *keys, void 
 int efa_mr_deregister(void *ctx, void *mr);
 int efa_segment_describe(void *ctx, tern_desc *out);
 
+/* ---- efa_peer.c ---- */
+/* The peer at addr, its AV entry inserted once (a reference taken). */
+int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **out, char *err,
+                 size_t errlen);
+/* Drops a reference; the last one with nothing in flight removes it. */
+void efa_peer_put(efa_dev *d, efa_peer *p);
+int efa_peer_dead(const efa_peer *p);
+void efa_peer_free(efa_peer *p);
+efa_peer *efa_peer_unlink_locked(efa_dev *d, efa_peer *p);
+void efa_peer_remove(efa_dev *d, efa_peer *p);
+
 /* ---- efa_ep.c ---- */
 int efa_ep_open(void *ctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
 int efa_ep_describe(void *ep, tern_desc *out);
-int efa_peer_dead(const efa_peer *p);
-void efa_peer_free(efa_peer *p);
 int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t errlen);
 void efa_ep_free(efa_ep *e);
 void efa_ep_close(void *ep);

@@ -54,29 +54,6 @@ void efa_op_link(efa_dev *d, efa_op *op)
     pthread_mutex_unlock(&d->ops_lock);
 }
 
-/* Take p out of the device's peer table (ops_lock held). */
-efa_peer *efa_peer_unlink_locked(efa_dev *d, efa_peer *p)
-{
-    for (efa_peer **pp = &d->peers; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    return p;
-}
-
-/* fi_av_remove once no endpoint and no operation in the provider uses the
- * address (removing it under a pending operation crashed shm's progress). */
-void efa_peer_remove(efa_dev *d, efa_peer *p)
-{
-    pthread_rwlock_wrlock(&d->av_lock);
-    efa_lock(d);
-    if (p->gen == atomic_load(&d->gen))
-        fi_av_remove(d->av, &p->fi_addr, 1, 0);
-    efa_unlock(d);
-    pthread_rwlock_unlock(&d->av_lock);
-    efa_peer_free(p);
-}
 
 /* A completion (status 0) or error for op: give the slice back unless it
  * was abandoned, then free the record. */
@@ -194,18 +171,6 @@ int efa_cq_drain(efa_dev *d, int timeout_ms)
     return done;
 }
 
-void efa_dev_close_ep(efa_dev *d)
-{
-    if (d->ep)
-        fi_close(&d->ep->fid);
-    if (d->av)
-        fi_close(&d->av->fid);
-    if (d->cq)
-        fi_close(&d->cq->fid);
-    d->ep = NULL;
-    d->av = NULL;
-    d->cq = NULL;
-}
 
 /* A peer that died with operations in flight can wedge a provider's
  * endpoint for every peer (libfabric 1.17 shm keeps waiting for its

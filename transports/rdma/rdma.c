@@ -78,7 +78,7 @@ static int rd_read_options(rd_ctx *c, char *err, size_t errlen)
     const tern_host_services *h = c->host;
     c->gid_index_cfg = (int)rd_opt_int(h, "gid_index", -1);
     int64_t mtu = rd_opt_int(h, "mtu", 4096);
-    c->mtu = tern_rdma_mtu_from_bytes(mtu);
+    c->mtu = rd_mtu_from_bytes(mtu);
     if (!c->mtu)
         return rd_err(err, errlen, TERN_ERR_CONFIG,
                       "transports.rdma.mtu: %lld is not one of 256, 512, 1024, 2048, 4096",
@@ -120,7 +120,7 @@ static int rd_allowed(rd_ctx *c, const char *name)
         if (!s)
             return 0;
         const char *one[1] = {s};
-        if (tern_rdma_device_allowed(one, 1, name))
+        if (rd_device_allowed(one, 1, name))
             return 1;
     }
 }
@@ -224,7 +224,7 @@ static int rd_devices(void *ctx, tern_device_info *out, int max)
             o->numa_node = -1; /* soft device (rxe): no PCI parent */
         }
         o->lid = d->port_attr.lid;
-        tern_rdma_gid_format(d->gid, o->gid);
+        rd_gid_format(d->gid, o->gid);
     }
     return n;
 }
@@ -246,12 +246,12 @@ static int rd_query(void *ctx, const char *what, char *out, size_t outlen)
     for (int i = 0; i < c->ndev && off < outlen; i++) {
         rd_dev *d = &c->devs[i];
         char gid[48];
-        tern_rdma_gid_format(d->gid, gid);
+        rd_gid_format(d->gid, gid);
         off += (size_t)snprintf(out + off, outlen - off,
                                 "\n  %s port %d %s lid %u active_mtu %d gid_index %d gid %s "
                                 "in_flight %d",
                                 d->name, c->port, ibv_port_state_str(d->port_attr.state),
-                                d->port_attr.lid, tern_rdma_mtu_to_bytes(d->port_attr.active_mtu),
+                                d->port_attr.lid, rd_mtu_to_bytes(d->port_attr.active_mtu),
                                 d->gid_index, gid, atomic_load(&d->posted));
     }
     return 0;

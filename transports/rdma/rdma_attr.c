@@ -9,7 +9,7 @@
 
 /* ---- MTU ------------------------------------------------------------------ */
 
-enum ibv_mtu tern_rdma_mtu_from_bytes(int64_t bytes)
+enum ibv_mtu rd_mtu_from_bytes(int64_t bytes)
 {
     switch (bytes) {
     case 256: return IBV_MTU_256;
@@ -21,7 +21,7 @@ enum ibv_mtu tern_rdma_mtu_from_bytes(int64_t bytes)
     }
 }
 
-int tern_rdma_mtu_to_bytes(enum ibv_mtu mtu)
+int rd_mtu_to_bytes(enum ibv_mtu mtu)
 {
     if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)
         return 0;
@@ -29,11 +29,11 @@ int tern_rdma_mtu_to_bytes(enum ibv_mtu mtu)
 }
 
 /* The enum grows with the size, so the smaller enum is the smaller MTU. */
-enum ibv_mtu tern_rdma_path_mtu(enum ibv_mtu active, enum ibv_mtu configured)
+enum ibv_mtu rd_path_mtu(enum ibv_mtu active, enum ibv_mtu configured)
 {
-    if (!tern_rdma_mtu_to_bytes(active))
+    if (!rd_mtu_to_bytes(active))
         return configured;
-    if (!tern_rdma_mtu_to_bytes(configured))
+    if (!rd_mtu_to_bytes(configured))
         return active;
     return active < configured ? active : configured;
 }
@@ -57,7 +57,7 @@ static int gid_is_v4mapped(const uint8_t raw[16])
     return raw[10] == 0xff && raw[11] == 0xff;
 }
 
-int tern_rdma_gid_rank(const tern_rdma_gid_entry *e)
+int rd_gid_rank(const rd_gid_entry *e)
 {
     if (!e || gid_is_zero(e->raw))
         return -1;
@@ -67,11 +67,11 @@ int tern_rdma_gid_rank(const tern_rdma_gid_entry *e)
     return rank + (e->has_ndev ? 0 : 1);
 }
 
-int tern_rdma_gid_choose(const tern_rdma_gid_entry *tbl, int n)
+int rd_gid_choose(const rd_gid_entry *tbl, int n)
 {
     int best = -1, best_rank = 99;
     for (int i = 0; tbl && i < n; i++) {
-        int r = tern_rdma_gid_rank(&tbl[i]);
+        int r = rd_gid_rank(&tbl[i]);
         if (r >= 0 && r < best_rank) {
             best = i;
             best_rank = r;
@@ -80,7 +80,7 @@ int tern_rdma_gid_choose(const tern_rdma_gid_entry *tbl, int n)
     return best;
 }
 
-int tern_rdma_gid_type_parse(const char *text)
+int rd_gid_type_parse(const char *text)
 {
     if (!text)
         return -1;
@@ -94,7 +94,7 @@ int tern_rdma_gid_type_parse(const char *text)
     return -1;
 }
 
-void tern_rdma_gid_format(const uint8_t raw[16], char out[48])
+void rd_gid_format(const uint8_t raw[16], char out[48])
 {
     static const char hex[] = "0123456789abcdef";
     char *p = out;
@@ -117,7 +117,7 @@ static int hexval(int c)
     return -1;
 }
 
-int tern_rdma_gid_parse(const char *text, uint8_t raw[16])
+int rd_gid_parse(const char *text, uint8_t raw[16])
 {
     if (!text || strlen(text) != 47)
         return -1;
@@ -131,7 +131,7 @@ int tern_rdma_gid_parse(const char *text, uint8_t raw[16])
     return 0;
 }
 
-int tern_rdma_gid_parse_sysfs(const char *text, uint8_t raw[16])
+int rd_gid_parse_sysfs(const char *text, uint8_t raw[16])
 {
     if (!text)
         return -1;
@@ -153,14 +153,14 @@ int tern_rdma_gid_parse_sysfs(const char *text, uint8_t raw[16])
 
 /* ---- QP transitions ---------------------------------------------------------- */
 
-int tern_rdma_attr_reset(struct ibv_qp_attr *attr)
+int rd_attr_reset(struct ibv_qp_attr *attr)
 {
     memset(attr, 0, sizeof *attr);
     attr->qp_state = IBV_QPS_RESET;
     return IBV_QP_STATE;
 }
 
-int tern_rdma_attr_init(const tern_rdma_qp_cfg *cfg, struct ibv_qp_attr *attr)
+int rd_attr_init(const rd_qp_cfg *cfg, struct ibv_qp_attr *attr)
 {
     memset(attr, 0, sizeof *attr);
     attr->qp_state = IBV_QPS_INIT;
@@ -171,13 +171,13 @@ int tern_rdma_attr_init(const tern_rdma_qp_cfg *cfg, struct ibv_qp_attr *attr)
     return IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 }
 
-int tern_rdma_attr_rtr(const tern_rdma_qp_cfg *cfg, const tern_rdma_peer_qp *peer,
+int rd_attr_rtr(const rd_qp_cfg *cfg, const rd_peer_qp *peer,
                        struct ibv_qp_attr *attr)
 {
     memset(attr, 0, sizeof *attr);
     attr->qp_state = IBV_QPS_RTR;
-    attr->path_mtu = tern_rdma_path_mtu(cfg->active_mtu, cfg->mtu);
-    if (tern_rdma_mtu_to_bytes(peer->mtu) && peer->mtu < attr->path_mtu)
+    attr->path_mtu = rd_path_mtu(cfg->active_mtu, cfg->mtu);
+    if (rd_mtu_to_bytes(peer->mtu) && peer->mtu < attr->path_mtu)
         attr->path_mtu = peer->mtu;
     memcpy(attr->ah_attr.grh.dgid.raw, peer->gid, 16);
     attr->ah_attr.grh.sgid_index = cfg->sgid_index;
@@ -198,7 +198,7 @@ int tern_rdma_attr_rtr(const tern_rdma_qp_cfg *cfg, const tern_rdma_peer_qp *pee
            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 }
 
-int tern_rdma_attr_rts(struct ibv_qp_attr *attr)
+int rd_attr_rts(struct ibv_qp_attr *attr)
 {
     memset(attr, 0, sizeof *attr);
     attr->qp_state = IBV_QPS_RTS;
@@ -211,7 +211,7 @@ int tern_rdma_attr_rts(struct ibv_qp_attr *attr)
            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 }
 
-const char *tern_rdma_step_message(tern_rdma_step step)
+const char *rd_step_message(rd_step step)
 {
     switch (step) {
     case TERN_RDMA_STEP_RESET: return "Failed to modify QP to RESET";
@@ -225,7 +225,7 @@ const char *tern_rdma_step_message(tern_rdma_step step)
 
 /* ---- handshake and options ------------------------------------------------ */
 
-int tern_rdma_check_qp_count(int local, int peer, const char *peer_nic_path, char *err,
+int rd_check_qp_count(int local, int peer, const char *peer_nic_path, char *err,
                              size_t errlen)
 {
     if (local == peer)
@@ -238,7 +238,7 @@ int tern_rdma_check_qp_count(int local, int peer, const char *peer_nic_path, cha
     return TERN_ERR_REFUSED;
 }
 
-int tern_rdma_device_allowed(const char *const *allow, size_t n, const char *name)
+int rd_device_allowed(const char *const *allow, size_t n, const char *name)
 {
     if (!allow || n == 0)
         return 1;
@@ -248,7 +248,7 @@ int tern_rdma_device_allowed(const char *const *allow, size_t n, const char *nam
     return 0;
 }
 
-uint64_t tern_rdma_wr_count(uint64_t length, uint64_t piece)
+uint64_t rd_wr_count(uint64_t length, uint64_t piece)
 {
     if (length == 0 || piece == 0)
         return 1;

@@ -54,7 +54,7 @@ static void rd_pump(rd_ep *ep)
         wr.wr_id = (uintptr_t)s;
         wr.sg_list = &sge;
         wr.num_sge = 1;
-        wr.opcode = s->opcode == RD_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+        wr.opcode = s->opcode == TERN_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
         wr.send_flags = IBV_SEND_SIGNALED;
         wr.wr.rdma.remote_addr = s->remote + off;
         wr.wr.rdma.rkey = (uint32_t)s->rkey;
@@ -106,14 +106,14 @@ int rd_submit(void *vep, tern_slice *const *slices, int n)
         S_EP(s) = ep;
         s_set_off(s, 0);
         S_NEXT(s) = NULL;
-        if ((s->opcode != RD_READ && s->opcode != RD_WRITE) || !s->local || s->length == 0) {
-            if (s->length != 0 || (s->opcode != RD_READ && s->opcode != RD_WRITE))
+        if ((s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || !s->local || s->length == 0) {
+            if (s->length != 0 || (s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE))
                 rd_slice_fail(s, TERN_ERR_INVAL, "rdma: slice with a bad opcode or no local address");
             S_NEXT(s) = now;
             now = s;
             continue;
         }
-        s_set_left(s, tern_rdma_wr_count(s->length, ep->dev->piece));
+        s_set_left(s, rd_wr_count(s->length, ep->dev->piece));
         if (ep->q_tail)
             S_NEXT(ep->q_tail) = s;
         else
@@ -132,7 +132,7 @@ int rd_submit(void *vep, tern_slice *const *slices, int n)
 
 static const char *rd_op_name(const tern_slice *s)
 {
-    return s->opcode == RD_READ ? "READ" : "WRITE";
+    return s->opcode == TERN_OP_READ ? "READ" : "WRITE";
 }
 
 /* One completion (worker thread).  Returns the endpoint when it must be

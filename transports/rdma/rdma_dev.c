@@ -37,7 +37,7 @@ static int read_small_file(const char *path, char *buf, size_t len)
 
 /* Fallback when ibv_query_gid_table is not supported: ibv_query_gid plus
  * sysfs gid_attrs/types and gid_attrs/ndevs. */
-static void gid_from_sysfs(rd_ctx *c, rd_dev *d, int i, tern_rdma_gid_entry *e)
+static void gid_from_sysfs(rd_ctx *c, rd_dev *d, int i, rd_gid_entry *e)
 {
     union ibv_gid g;
     char path[512], buf[64];
@@ -50,7 +50,7 @@ static void gid_from_sysfs(rd_ctx *c, rd_dev *d, int i, tern_rdma_gid_entry *e)
     snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/%d/gid_attrs/types/%d", root,
              d->name, c->port, i);
     if (read_small_file(path, buf, sizeof buf) == 0)
-        e->type = tern_rdma_gid_type_parse(buf);
+        e->type = rd_gid_type_parse(buf);
     else if (d->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND)
         e->type = IBV_GID_TYPE_IB;
     snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/%d/gid_attrs/ndevs/%d", root,
@@ -59,12 +59,12 @@ static void gid_from_sysfs(rd_ctx *c, rd_dev *d, int i, tern_rdma_gid_entry *e)
 }
 
 /* The port's GID table as the pure chooser wants it; returns its length. */
-static int read_gid_table(rd_ctx *c, rd_dev *d, tern_rdma_gid_entry **out)
+static int read_gid_table(rd_ctx *c, rd_dev *d, rd_gid_entry **out)
 {
     int n = d->port_attr.gid_tbl_len > 0 ? d->port_attr.gid_tbl_len : 1;
     if (n > 4096)
         n = 4096;
-    tern_rdma_gid_entry *tbl = calloc((size_t)n, sizeof *tbl);
+    rd_gid_entry *tbl = calloc((size_t)n, sizeof *tbl);
     struct ibv_device_attr dattr;
     int ports = ibv_query_device(d->vctx, &dattr) == 0 ? dattr.phys_port_cnt : c->port;
     size_t max = (size_t)n * (size_t)(ports > 0 ? ports : 1);
@@ -81,7 +81,7 @@ static int read_gid_table(rd_ctx *c, rd_dev *d, tern_rdma_gid_entry **out)
         for (ssize_t k = 0; k < got; k++) {
             if ((int)ents[k].port_num != c->port || ents[k].gid_index >= (uint32_t)n)
                 continue;
-            tern_rdma_gid_entry *e = &tbl[ents[k].gid_index];
+            rd_gid_entry *e = &tbl[ents[k].gid_index];
             memcpy(e->raw, ents[k].gid.raw, 16);
             e->type = (int)ents[k].gid_type;
             e->has_ndev = ents[k].ndev_ifindex != 0;
@@ -99,13 +99,13 @@ static int read_gid_table(rd_ctx *c, rd_dev *d, tern_rdma_gid_entry **out)
 
 static int rd_choose_gid(rd_ctx *c, rd_dev *d, char *err, size_t errlen)
 {
-    tern_rdma_gid_entry *tbl = NULL;
+    rd_gid_entry *tbl = NULL;
     int n = read_gid_table(c, d, &tbl);
     if (n < 0)
         return rd_err(err, errlen, TERN_ERR_NOMEM, "rdma: %s: out of memory", d->name);
     int idx = c->gid_index_cfg;
     if (idx < 0) {
-        idx = tern_rdma_gid_choose(tbl, n);
+        idx = rd_gid_choose(tbl, n);
         if (idx < 0) {
             free(tbl);
             return rd_err(err, errlen, TERN_ERR_NOT_FOUND,
@@ -118,7 +118,7 @@ static int rd_choose_gid(rd_ctx *c, rd_dev *d, char *err, size_t errlen)
         return rd_err(err, errlen, TERN_ERR_CONFIG,
                       "transports.rdma.gid_index %d: %s port %d has only %d GID entries", idx,
                       d->name, c->port, n);
-    } else if (tern_rdma_gid_rank(&tbl[idx]) < 0) {
+    } else if (rd_gid_rank(&tbl[idx]) < 0) {
         RD_LOG(c, TERN_LOG_WARN,
                "rdma: %s: gid_index %d is empty or not RoCE v2/IB; connections may fail at RTR",
                d->name, idx);
@@ -180,10 +180,10 @@ int rd_dev_open(rd_ctx *c, rd_dev *d, struct ibv_device *dev, char *err, size_t 
                       "rdma: ibv_create_cq(%s, %d entries): %s; check ulimit -l", d->name,
                       d->cq_size, strerror(errno));
     char gid[48];
-    tern_rdma_gid_format(d->gid, gid);
+    rd_gid_format(d->gid, gid);
     RD_LOG(c, TERN_LOG_INFO,
            "rdma: %s port %d: lid %u, active mtu %d, gid_index %d (%s), max_wr %d, cq %d",
-           d->name, c->port, d->port_attr.lid, tern_rdma_mtu_to_bytes(d->port_attr.active_mtu),
+           d->name, c->port, d->port_attr.lid, rd_mtu_to_bytes(d->port_attr.active_mtu),
            d->gid_index, gid, d->max_wr, d->cq_size);
     return 0;
 }

@@ -87,6 +87,6 @@ int rd_segment_describe(void *ctx, tern_desc *out)
         return 0;
     int rc = h->desc_set_u64(out, "qp_per_endpoint", (uint64_t)c->qp_per_ep);
     if (rc == 0)
-        rc = h->desc_set_u64(out, "mtu", (uint64_t)tern_rdma_mtu_to_bytes(c->mtu));
+        rc = h->desc_set_u64(out, "mtu", (uint64_t)rd_mtu_to_bytes(c->mtu));
     return rc;
 }

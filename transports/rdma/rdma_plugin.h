@@ -14,8 +14,6 @@
 #include "rdma_internal.h"
 #include "tern/transport.h"
 
-#define RD_READ 0  /* TERN_READ in <tern/tern.h> */
-#define RD_WRITE 1 /* TERN_WRITE */
 #define RD_WC_BATCH 32
 #define RD_DRAIN_MS 5000
 

@@ -106,20 +106,20 @@ int rd_ep_describe(void *vep, tern_desc *out)
         qpn[i] = ep->qp[i] ? ep->qp[i]->qp_num : 0;
     int n = ep->nqp;
     pthread_mutex_unlock(&ep->lock);
-    tern_rdma_gid_format(ep->dev->gid, gid);
+    rd_gid_format(ep->dev->gid, gid);
     int rc = h->desc_set_u64(out, "local_lid", ep->dev->port_attr.lid);
     if (rc == 0)
         rc = h->desc_set_str(out, "local_gid", gid);
     if (rc == 0)
         rc = h->desc_set_u32_array(out, "qp_num", qpn, (size_t)n);
     if (rc == 0)
-        rc = h->desc_set_u64(out, "mtu", (uint64_t)tern_rdma_mtu_to_bytes(tern_rdma_path_mtu(
+        rc = h->desc_set_u64(out, "mtu", (uint64_t)rd_mtu_to_bytes(rd_path_mtu(
                                               ep->dev->port_attr.active_mtu, ep->ctx->mtu)));
     return rc;
 }
 
 /* One QP transition; on failure the step's message plus strerror. */
-static int rd_modify(rd_ep *ep, int i, tern_rdma_step step, struct ibv_qp_attr *a, int mask,
+static int rd_modify(rd_ep *ep, int i, rd_step step, struct ibv_qp_attr *a, int mask,
                      char *err, size_t errlen)
 {
     int rc = ibv_modify_qp(ep->qp[i], a, mask);
@@ -128,7 +128,7 @@ static int rd_modify(rd_ep *ep, int i, tern_rdma_step step, struct ibv_qp_attr *
         return 0;
     }
     int e = rc > 0 ? rc : (errno ? errno : EINVAL);
-    rd_err(err, errlen, TERN_ERR_DEVICE, "%s: %s", tern_rdma_step_message(step), strerror(e));
+    rd_err(err, errlen, TERN_ERR_DEVICE, "%s: %s", rd_step_message(step), strerror(e));
     RD_LOG(ep->ctx, TERN_LOG_ERROR, "rdma: %s QP %u to %s: %s", ep->dev->name, ep->qp[i]->qp_num,
            ep->peer_nic_path, err ? err : strerror(e));
     return TERN_ERR_DEVICE;
@@ -143,7 +143,7 @@ static int rd_qps_to_reset(rd_ep *ep, char *err, size_t errlen)
     for (int i = 0; i < ep->nqp; i++) {
         if (ep->qp_state[i] == IBV_QPS_RESET)
             continue; /* a fresh QP is already RESET */
-        int mask = tern_rdma_attr_reset(&a);
+        int mask = rd_attr_reset(&a);
         if (rd_modify(ep, i, TERN_RDMA_STEP_RESET, &a, mask, err, errlen) == 0)
             continue;
         ibv_destroy_qp(ep->qp[i]);
@@ -157,7 +157,7 @@ static int rd_qps_to_reset(rd_ep *ep, char *err, size_t errlen)
     return 0;
 }
 
-static int rd_parse_peer(rd_ep *ep, const tern_desc *peer, tern_rdma_peer_qp *pq, int *nqp,
+static int rd_parse_peer(rd_ep *ep, const tern_desc *peer, rd_peer_qp *pq, int *nqp,
                          char *err, size_t errlen)
 {
     const tern_host_services *h = ep->ctx->host;
@@ -172,7 +172,7 @@ static int rd_parse_peer(rd_ep *ep, const tern_desc *peer, tern_rdma_peer_qp *pq
         return rd_err(err, errlen, TERN_ERR_PROTOCOL,
                       "rdma: handshake from %s: qp_num missing or not an array of uint32",
                       ep->peer_nic_path);
-    int rc = tern_rdma_check_qp_count(ep->nqp, n, ep->peer_nic_path, err, errlen);
+    int rc = rd_check_qp_count(ep->nqp, n, ep->peer_nic_path, err, errlen);
     if (rc < 0)
         return rc;
     if (h->desc_get_u64(peer, "local_lid", &lid) != 0 || lid > 0xffff)
@@ -180,13 +180,13 @@ static int rd_parse_peer(rd_ep *ep, const tern_desc *peer, tern_rdma_peer_qp *pq
                       "rdma: handshake from %s: local_lid missing or not a uint16",
                       ep->peer_nic_path);
     const char *g = h->desc_get_str(peer, "local_gid");
-    if (!g || tern_rdma_gid_parse(g, gid) != 0)
+    if (!g || rd_gid_parse(g, gid) != 0)
         return rd_err(err, errlen, TERN_ERR_PROTOCOL,
                       "rdma: handshake from %s: local_gid '%s' is not 16 colon-separated hex "
                       "bytes", ep->peer_nic_path, g ? g : "(missing)");
     uint64_t mtu = 0; /* optional: peers that send none keep our MTU */
     enum ibv_mtu pmtu = (enum ibv_mtu)0;
-    if (h->desc_get_u64(peer, "mtu", &mtu) == 0 && !(pmtu = tern_rdma_mtu_from_bytes((int64_t)mtu)))
+    if (h->desc_get_u64(peer, "mtu", &mtu) == 0 && !(pmtu = rd_mtu_from_bytes((int64_t)mtu)))
         return rd_err(err, errlen, TERN_ERR_PROTOCOL,
                       "rdma: handshake from %s: mtu %llu is not 256, 512, 1024, 2048 or 4096",
                       ep->peer_nic_path, (unsigned long long)mtu);
@@ -200,10 +200,10 @@ static int rd_parse_peer(rd_ep *ep, const tern_desc *peer, tern_rdma_peer_qp *pq
     return 0;
 }
 
-static int rd_bring_up(rd_ep *ep, const tern_rdma_peer_qp *pq, char *err, size_t errlen)
+static int rd_bring_up(rd_ep *ep, const rd_peer_qp *pq, char *err, size_t errlen)
 {
     rd_ctx *c = ep->ctx;
-    tern_rdma_qp_cfg cfg = {
+    rd_qp_cfg cfg = {
         .port_num = (uint8_t)c->port, .pkey_index = (uint16_t)c->pkey_index,
         .sgid_index = (uint8_t)ep->dev->gid_index, .traffic_class = c->traffic_class,
         .active_mtu = ep->dev->port_attr.active_mtu, .mtu = c->mtu,
@@ -211,14 +211,14 @@ static int rd_bring_up(rd_ep *ep, const tern_rdma_peer_qp *pq, char *err, size_t
     struct ibv_qp_attr a;
     int rc = rd_qps_to_reset(ep, err, errlen);
     for (int i = 0; rc == 0 && i < ep->nqp; i++) {
-        int mask = tern_rdma_attr_init(&cfg, &a);
+        int mask = rd_attr_init(&cfg, &a);
         rc = rd_modify(ep, i, TERN_RDMA_STEP_INIT, &a, mask, err, errlen);
         if (rc == 0) {
-            mask = tern_rdma_attr_rtr(&cfg, &pq[i], &a);
+            mask = rd_attr_rtr(&cfg, &pq[i], &a);
             rc = rd_modify(ep, i, TERN_RDMA_STEP_RTR, &a, mask, err, errlen);
         }
         if (rc == 0) {
-            mask = tern_rdma_attr_rts(&a);
+            mask = rd_attr_rts(&a);
             rc = rd_modify(ep, i, TERN_RDMA_STEP_RTS, &a, mask, err, errlen);
         }
     }
@@ -228,7 +228,7 @@ static int rd_bring_up(rd_ep *ep, const tern_rdma_peer_qp *pq, char *err, size_t
 int rd_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
 {
     rd_ep *ep = vep;
-    tern_rdma_peer_qp pq[TERN_RDMA_MAX_QP];
+    rd_peer_qp pq[TERN_RDMA_MAX_QP];
     int n = 0;
     int rc = rd_parse_peer(ep, peer, pq, &n, err, errlen);
     if (rc < 0)
@@ -278,7 +278,7 @@ void rd_fail_queue(rd_ep *ep, int code, const char *msg)
     ep->q_head = ep->q_tail = NULL;
     while (s) {
         tern_slice *next = S_NEXT(s);
-        uint64_t unposted = tern_rdma_wr_count(s->length - s_off(s), ep->dev->piece);
+        uint64_t unposted = rd_wr_count(s->length - s_off(s), ep->dev->piece);
         rd_slice_fail(s, code, msg);
         s_set_left(s, s_left(s) - unposted);
         if (s_left(s) == 0) {

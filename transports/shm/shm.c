@@ -31,6 +31,7 @@
 
 #define MAX_WORKERS 64
 #define AUTO_WORKERS_MAX 8
+_Static_assert(MAX_WORKERS <= SHM_COPY_SLOTS, "a copying[] slot for every worker");
 
 static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -87,7 +88,9 @@ static int shm_init(const tern_host_services *host, void **out, char *err, size_
     int64_t chunk = host->config_get_int(host->host, "chunk_size", 256 << 10);
     ctx->chunk = chunk < 4096 ? 4096 : (uint64_t)chunk;
     int64_t cap = host->config_get_int(host->host, "max_registrations", 4096);
+    ctx->unregister_wait_ms = (int)host->config_get_int(host->host, "unregister_wait_ms", 1000);
     pthread_mutex_init(&ctx->log_lock, NULL);
+    shm_copiers_init(&ctx->copiers);
     int rc = shm_local_init(&ctx->local, cap < 1 ? 1 : (uint64_t)cap, err, errlen);
     if (rc == 0)
         rc = shm_ident_self(&ctx->self, ctx->local.t->head.instance,
@@ -96,6 +99,7 @@ static int shm_init(const tern_host_services *host, void **out, char *err, size_
         rc = shm_pool_start(ctx, ctx->workers, &ctx->pool, err, errlen);
     if (rc) {
         shm_local_fini(&ctx->local);
+        shm_copiers_fini(&ctx->copiers);
         pthread_mutex_destroy(&ctx->log_lock);
         host->free(ctx);
         return rc;
@@ -112,6 +116,7 @@ static void shm_fini(void *vctx)
     shm_ctx *ctx = vctx;
     shm_pool_stop(ctx->pool);
     shm_local_fini(&ctx->local);
+    shm_copiers_fini(&ctx->copiers);
     pthread_mutex_destroy(&ctx->log_lock);
     ctx->host->free(ctx);
 }
@@ -151,10 +156,19 @@ static int shm_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
     return 0;
 }
 
+/* After it returns no byte lands in the range: the copies checked against
+ * the table before the change are waited for, up to unregister_wait_ms
+ * (shm_drain.c); what is left then is logged. */
 static int shm_mr_deregister(void *vctx, void *mr)
 {
     shm_ctx *ctx = vctx;
-    return shm_local_remove(&ctx->local, (uint64_t)(uintptr_t)mr);
+    uint64_t seq = 0;
+    int rc = shm_local_remove(&ctx->local, (uint64_t)(uintptr_t)mr, &seq);
+    char msg[256];
+    if (rc == 0 && shm_drain_wait(ctx, seq, ctx->unregister_wait_ms, msg, sizeof msg) != 0)
+        ctx->host->log(ctx->host->host, TERN_LOG_WARN, "deregistering key %llu: %s",
+                       (unsigned long long)(uintptr_t)mr, msg);
+    return rc;
 }
 
 static int shm_segment_describe(void *vctx, tern_desc *out)
@@ -180,16 +194,6 @@ static shm_ep *ep_new(shm_ctx *ctx, int passive)
     pthread_cond_init(&ep->idle, NULL);
     shm_remote_init(&ep->remote, 0, 0, 0);
     return ep;
-}
-
-void shm_ep_unref(shm_ep *ep)
-{
-    if (atomic_fetch_sub(&ep->refs, 1) != 1)
-        return;
-    shm_remote_fini(&ep->remote);
-    pthread_mutex_destroy(&ep->lock);
-    pthread_cond_destroy(&ep->idle);
-    ep->ctx->host->free(ep);
 }
 
 static void ep_set_peer(shm_ep *ep, const shm_ident *peer)
@@ -344,6 +348,8 @@ static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce
     if (rc) {
         ep->unreachable = 1;
         snprintf(ep->why, sizeof ep->why, "%s", why);
+    } else {
+        shm_copiers_add(&ctx->copiers, id); /* proven: it may copy into us */
     }
     /* Echo the initiator's nonce, bound to our own name, into our own
      * table: its proof of us (never of the name a relay asked for). */
@@ -383,72 +389,9 @@ static void shm_ep_close(void *vep)
 
 /* ---- data path ----------------------------------------------------------------- */
 
-/* process_vm_writev / readv of len bytes, looping over partial transfers. */
-static int move(shm_ep *ep, int op, uint8_t *local, uint64_t remote, uint64_t len, char *msg,
-                size_t msglen)
-{
-    pid_t pid = (pid_t)ep->peer.pid;
-    while (len > 0) {
-        struct iovec l = {local, len}, r = {(void *)(uintptr_t)remote, len};
-        ssize_t n = op == SHM_WRITE ? process_vm_writev(pid, &l, 1, &r, 1, 0)
-                                    : process_vm_readv(pid, &l, 1, &r, 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : EFAULT;
-            if (e == ESRCH)
-                return ferr(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone",
-                            (long)pid);
-            if (e == EFAULT)
-                return ferr(msg, msglen, TERN_ERR_RANGE, "shm: 0x%llx+%llu is not mapped in "
-                            "process %ld", (unsigned long long)remote,
-                            (unsigned long long)len, (long)pid);
-            char why[400];
-            shm_ident_explain(pid, e, why, sizeof why);
-            return ferr(msg, msglen, TERN_ERR_UNREACHABLE, "shm: %s", why);
-        }
-        local += n;
-        remote += (uint64_t)n;
-        len -= (uint64_t)n;
-    }
-    return 0;
-}
-
-static int copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
-                      size_t msglen)
-{
-    uint8_t *local = (uint8_t *)s->local + off;
-    uint64_t remote = s->remote + off;
-    if (!shm_local_covers(&ep->ctx->local, s->lkey, (uintptr_t)local, len))
-        return ferr(msg, msglen, TERN_ERR_RANGE, "shm: local %p+%llu not registered with lkey "
-                    "%llu", (void *)local, (unsigned long long)len, (unsigned long long)s->lkey);
-    /* The peer's CURRENT table, read now: a range it unregistered is refused. */
-    int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, msg, msglen);
-    return rc ? rc : move(ep, s->opcode, local, remote, len, msg, msglen);
-}
-
-/* running goes up BEFORE closing is read, and ep_close sets closing before
- * it reads running: one of the two sees the other. */
-int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
-                   size_t msglen)
-{
-    atomic_fetch_add(&ep->running, 1);
-    int rc = atomic_load(&ep->closing)
-                 ? ferr(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed")
-                 : copy_chunk(ep, s, off, len, msg, msglen);
-    /* Only a closing endpoint has a waiter (ep_close sets closing before
-     * it reads running), so the common path takes no lock. */
-    if (atomic_fetch_sub(&ep->running, 1) == 1 && atomic_load(&ep->closing)) {
-        pthread_mutex_lock(&ep->lock);
-        pthread_cond_broadcast(&ep->idle);
-        pthread_mutex_unlock(&ep->lock);
-    }
-    return rc;
-}
-
 static int bad_slice(const tern_slice *s)
 {
-    return (s->opcode != SHM_READ && s->opcode != SHM_WRITE) || s->length == 0 ||
+    return (s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || s->length == 0 ||
            s->remote + s->length < s->remote;
 }
 
@@ -512,6 +455,8 @@ static const tern_option shm_options[] = {
      "bytes per slice on this transport"},
     {"max_registrations", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",
      "entries of the published registration table"},
+    {"unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL, "1000",
+     "how long a deregistration waits for peers' copies into the range to finish"},
     {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
 };
 

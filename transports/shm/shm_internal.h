@@ -4,7 +4,9 @@
  * submit), shm_ident.c (who a peer is and whether this process may reach
  * it), shm_table.c (the registration table each process publishes in its own
  * memory and the peer reads before every copy), shm_pool.c (the worker
- * threads that copy).  The protocol is in docs/protocol.md, "Same-host
+ * threads that copy), shm_copy.c (one chunk's copy, below the pool, and
+ * an endpoint's last reference), shm_drain.c (the processes that copy into ours, and
+ * the wait at deregistration for their copies under way).  The protocol is in docs/protocol.md, "Same-host
  * transport". */
 #ifndef TERN_SHM_INTERNAL_H
 #define TERN_SHM_INTERNAL_H
@@ -18,12 +20,12 @@
 #include <tern/transport.h>
 
 #define SHM_VERSION "1.0.0"
-#define SHM_READ 0  /* TERN_READ in <tern/tern.h> */
-#define SHM_WRITE 1 /* TERN_WRITE */
 
-#define SHM_TABLE_MAGIC 0x31544D48534E5254ULL /* "TRNSHMT1" */
+#define SHM_TABLE_MAGIC 0x32544D48534E5254ULL /* "TRNSHMT2" */
 #define SHM_PROOF_MAGIC 0x31504D48534E5254ULL /* "TRNSHMP1" */
 #define SHM_PROOF_SLOTS 64
+#define SHM_COPY_SLOTS 64 /* >= the most workers a context runs */
+#define SHM_MAX_COPIERS 256
 
 /* ---- the published table (see docs/protocol.md, Same-host transport) ---- */
 
@@ -49,8 +51,21 @@ typedef struct shm_head {
     uint64_t reserved[3];
 } shm_head;
 
+/* One copy under way from this process, published so that the process it
+ * copies into can wait for it when it deregisters the range: "copying into
+ * the table with `instance`, whose registrations were checked at its `seq`
+ * (0: not read yet), our own local range checked at our `lseq` (0: not
+ * yet)".  instance 0: the slot is free. */
+typedef struct shm_copying {
+    uint64_t instance;
+    uint64_t seq;
+    uint64_t lseq;
+    uint64_t reserved;
+} shm_copying;
+
 typedef struct shm_table {
     shm_head head;
+    shm_copying copying[SHM_COPY_SLOTS];
     shm_proof proofs[SHM_PROOF_SLOTS];
     shm_entry entries[]; /* head.cap of them */
 } shm_table;
@@ -92,13 +107,27 @@ typedef struct shm_local {
     pthread_rwlock_t lock; /* writers (de)register; readers check local ranges */
     uint64_t next_key;
     atomic_uint proof_next;
+    atomic_uint_fast64_t copy_map; /* claimed copying[] slots, one bit each */
 } shm_local;
 
 int shm_local_init(shm_local *l, uint64_t cap, char *err, size_t errlen);
 void shm_local_fini(shm_local *l);
 int shm_local_add(shm_local *l, uint64_t addr, uint64_t len, uint64_t *key);
-int shm_local_remove(shm_local *l, uint64_t key);
-int shm_local_covers(shm_local *l, uint64_t key, uint64_t addr, uint64_t len);
+/* Removes the entry with key; *seq gets the table's seq after the change
+ * (what a copy checked later sees). */
+int shm_local_remove(shm_local *l, uint64_t key, uint64_t *seq);
+/* Whether [addr, addr+len) lies in the entry with key; a copy in slot
+ * (>= 0) records the seq it was checked at. */
+int shm_local_covers(shm_local *l, int slot, uint64_t key, uint64_t addr, uint64_t len);
+/* A copy into the table `instance`: claims a copying[] slot (published
+ * before the target's table is read), records the target's seq its range
+ * was checked at, frees it when the bytes are moved. */
+int shm_copy_begin(shm_local *l, uint64_t instance);
+void shm_copy_checked(shm_local *l, int slot, uint64_t seq);
+void shm_copy_end(shm_local *l, int slot);
+/* Whether a copy of ours that checked our own table before seq is still
+ * under way (deregistration waits for it). */
+int shm_local_copying_before(shm_local *l, uint64_t seq);
 /* Publishes a proof; returns its slot. */
 unsigned shm_local_prove(shm_local *l, uint64_t peer_instance, const uint64_t nonce[2]);
 
@@ -116,10 +145,11 @@ typedef struct shm_remote {
 void shm_remote_init(shm_remote *r, pid_t pid, uint64_t table, uint64_t instance);
 void shm_remote_fini(shm_remote *r);
 /* Reads the peer's CURRENT header (and entries when they changed) and
- * checks [addr, addr+len) lies in the registration with key.  0, or
+ * checks [addr, addr+len) lies in the registration with key; *seq gets the
+ * peer's seq the check was made at.  0, or
  * TERN_ERR_RANGE / TERN_ERR_CLOSED / TERN_ERR_UNREACHABLE with msg. */
-int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, char *msg,
-                     size_t msglen);
+int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, uint64_t *seq,
+                     char *msg, size_t msglen);
 /* Reads proof slot `slot` of the peer's table. */
 int shm_remote_proof(const shm_remote *r, unsigned slot, shm_proof *out, char *err,
                      size_t errlen);
@@ -131,12 +161,23 @@ int shm_peek(pid_t pid, uint64_t addr, void *buf, size_t len);
 typedef struct shm_pool shm_pool;
 typedef struct shm_job shm_job;
 
+/* The processes that proved a handshake with us as initiators, i.e. that
+ * may copy into our memory (shm_drain.c). */
+typedef struct shm_copiers {
+    pthread_mutex_t lock;
+    shm_ident id[SHM_MAX_COPIERS];
+    int n;
+    unsigned evict; /* next slot replaced when full */
+} shm_copiers;
+
 typedef struct shm_ctx {
     const tern_host_services *host;
     shm_ident self;
     shm_local local;
     shm_pool *pool;
+    shm_copiers copiers;
     int workers;
+    int unregister_wait_ms;
     uint64_t chunk;
     pthread_mutex_t log_lock; /* one log line per distinct unreachable cause */
     char last_unreachable[256];
@@ -177,11 +218,23 @@ void shm_pool_push(shm_pool *p, shm_job *first, shm_job *last, int n);
 /* The link of a job list. */
 void shm_job_link(shm_job *j, shm_job *next);
 
-/* Drops a reference; the last one frees the endpoint (shm.c). */
+/* ---- copies into our memory (shm_drain.c) ----------------------------------- */
+
+void shm_copiers_init(shm_copiers *c);
+void shm_copiers_fini(shm_copiers *c);
+/* Remembers a process that may copy into ours (a handshake's initiator). */
+void shm_copiers_add(shm_copiers *c, const shm_ident *id);
+/* After a deregistration that left our table at seq: waits, up to wait_ms,
+ * until no copy checked against an older table is under way, ours (into
+ * our own range) or a copier's (into our memory).  0, or TERN_ERR_TIMEOUT
+ * with msg naming the process still copying. */
+int shm_drain_wait(shm_ctx *ctx, uint64_t seq, int wait_ms, char *msg, size_t msglen);
+
+/* Drops a reference; the last one frees the endpoint (shm_copy.c). */
 void shm_ep_unref(shm_ep *ep);
 
 /* Copy one chunk [off, off+len) of s: checks and process_vm_*; 0 or a
- * tern_err with msg (shm.c).  Refuses (CLOSED) once ep_close began. */
+ * tern_err with msg (shm_copy.c).  Refuses (CLOSED) once ep_close began. */
 int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
                    size_t msglen);
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "shm_internal.h"
@@ -108,7 +109,7 @@ int shm_local_add(shm_local *l, uint64_t addr, uint64_t len, uint64_t *key)
     return 0;
 }
 
-int shm_local_remove(shm_local *l, uint64_t key)
+int shm_local_remove(shm_local *l, uint64_t key, uint64_t *seq)
 {
     pthread_rwlock_wrlock(&l->lock);
     shm_table *t = l->t;
@@ -122,6 +123,7 @@ int shm_local_remove(shm_local *l, uint64_t key)
             rc = 0;
             break;
         }
+    *seq = t->head.seq;
     pthread_rwlock_unlock(&l->lock);
     return rc;
 }
@@ -136,12 +138,74 @@ static int covers(const shm_entry *e, uint64_t n, uint64_t key, uint64_t addr, u
     return 0;
 }
 
-int shm_local_covers(shm_local *l, uint64_t key, uint64_t addr, uint64_t len)
+static void store64(uint64_t *at, uint64_t v)
+{
+    atomic_store_explicit((_Atomic uint64_t *)at, v, memory_order_seq_cst);
+}
+
+static uint64_t load64(const uint64_t *at)
+{
+    return atomic_load_explicit((_Atomic const uint64_t *)at, memory_order_seq_cst);
+}
+
+/* The seq is recorded under the read lock: a deregistration (write lock)
+ * either finds it already written, older than its own change, or is the
+ * change this check sees. */
+int shm_local_covers(shm_local *l, int slot, uint64_t key, uint64_t addr, uint64_t len)
 {
     pthread_rwlock_rdlock(&l->lock);
     int ok = covers(l->t->entries, l->t->head.n, key, addr, len);
+    if (slot >= 0)
+        store64(&l->t->copying[slot].lseq, l->t->head.seq);
     pthread_rwlock_unlock(&l->lock);
     return ok;
+}
+
+/* ---- copies under way ------------------------------------------------------------ */
+
+/* Only the context's workers copy, and there are at most SHM_COPY_SLOTS
+ * of them, so a free slot is always there; the wait only guards the bound. */
+int shm_copy_begin(shm_local *l, uint64_t instance)
+{
+    uint_fast64_t m = atomic_load(&l->copy_map);
+    for (;;) {
+        if (~m == 0) {
+            sched_yield();
+            m = atomic_load(&l->copy_map);
+            continue;
+        }
+        int slot = __builtin_ctzll(~(unsigned long long)m);
+        if (atomic_compare_exchange_weak(&l->copy_map, &m, m | (1ull << slot))) {
+            shm_copying *c = &l->t->copying[slot];
+            store64(&c->seq, 0);
+            store64(&c->lseq, 0);
+            /* Published before the target's header is read (shm_drain.c). */
+            store64(&c->instance, instance);
+            return slot;
+        }
+    }
+}
+
+void shm_copy_checked(shm_local *l, int slot, uint64_t seq)
+{
+    store64(&l->t->copying[slot].seq, seq);
+}
+
+void shm_copy_end(shm_local *l, int slot)
+{
+    store64(&l->t->copying[slot].instance, 0);
+    atomic_fetch_and(&l->copy_map, ~(1ull << slot));
+}
+
+int shm_local_copying_before(shm_local *l, uint64_t seq)
+{
+    for (int i = 0; i < SHM_COPY_SLOTS; i++) {
+        const shm_copying *c = &l->t->copying[i];
+        uint64_t lseq = load64(&c->lseq);
+        if (load64(&c->instance) != 0 && lseq != 0 && lseq < seq)
+            return 1;
+    }
+    return 0;
 }
 
 unsigned shm_local_prove(shm_local *l, uint64_t peer_instance, const uint64_t nonce[2])
@@ -235,8 +299,8 @@ static int refresh(shm_remote *r, shm_head *h, char *msg, size_t msglen)
                 "shm: peer process %ld kept changing its registrations", (long)r->pid);
 }
 
-int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, char *msg,
-                     size_t msglen)
+int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, uint64_t *seq,
+                     char *msg, size_t msglen)
 {
     shm_head h;
     int rc = read_head(r, &h, msg, msglen);
@@ -259,6 +323,7 @@ int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, c
                     "shm: remote 0x%llx+%llu is not inside a current registration of the peer "
                     "with rkey %llu", (unsigned long long)addr, (unsigned long long)len,
                     (unsigned long long)key);
+    *seq = h.seq; /* the header the cache was confirmed (or refreshed) against */
     return 0;
 }
 

@@ -200,12 +200,15 @@ int tcp_nics_pick(tcp_ctx *ctx, char *err, size_t errlen)
         nics_single(ctx);
         return 0;
     }
-    if (ctx->nnics == 0)
-        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "tcp: transports.tcp.devices keeps none of this host's interfaces "
-                        "that are up and hold an %s address (first listed: '%s'); check the "
-                        "names with `ip addr`", fam == AF_INET6 ? "IPv6" : "IPv4",
-                        ctx->host.config_get_list(ctx->host.host, "devices", 0));
+    if (ctx->nnics == 0) { /* snprintf, not tcp_errf: this file calls nothing of tcp.c */
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "tcp: transports.tcp.devices keeps none of this host's interfaces that "
+                     "are up and hold an %s address (first listed: '%s'); check the names "
+                     "with `ip addr`", fam == AF_INET6 ? "IPv6" : "IPv4",
+                     ctx->host.config_get_list(ctx->host.host, "devices", 0));
+        return TERN_ERR_CONFIG;
+    }
     if (home > 0) { /* the server name's NIC first: "host"/"port" are its own */
         tcp_nic t = ctx->nics[0];
         ctx->nics[0] = ctx->nics[home];

@@ -13,6 +13,12 @@
  * and answers on stdin:
  *   CHECK   -> "CANARY ok" / "CANARY bad <offset>" (guards untouched?)
  *   UNREG_B -> unregisters B, fills it with 0x3C, answers "UNREG ok"
+ *   REREG_B -> registers B again (holding what it holds), answers "REREG ok"
+ *   REREG_A -> fills A with 0x3C, registers it again, answers "REREG ok"
+ *   UNREG_A_LIVE -> once a copy began writing A (its first byte is no longer
+ *              0x3C; 10 s at most), unregisters A and fills it with 0x3C:
+ *              "UNREG ok", or "UNREG idle" when nothing began
+ *   CHECK_A -> "A ok" while A holds only 0x3C, else "A bad <offset>"
  *   CHECK_B -> "B ok" while B still holds only 0x3C, else "B bad <offset>"
  *   PID     -> "PID <getpid()>"
  *   EXIT    -> unregisters, destroys the engine, exits 0 (EOF does the same). */
@@ -23,20 +29,58 @@
 
 #define SHM_LEN_A ((64u << 20) + (64u << 10))
 
-static long check_b(const uint8_t *b)
+static long check_fill(const uint8_t *b, size_t len)
 {
-    for (size_t i = 0; i < LEN_B; i++)
+    for (size_t i = 0; i < len; i++)
         if (b[i] != 0x3C)
             return (long)i;
     return -1;
 }
 
-static void serve(tern_engine *e, uint8_t *map, size_t total, uint8_t *b, int *b_registered)
+/* A's first byte changes when a copy into A begins (process_vm_writev
+ * writes upwards from there). */
+static int wait_written(const volatile uint8_t *a)
+{
+    for (int i = 0; i < 10 * 1000 * 100; i++) {
+        if (*a != 0x3C)
+            return 1;
+        usleep(10);
+    }
+    return 0;
+}
+
+static void serve_a(tern_engine *e, const char *line, uint8_t *a, int *a_registered)
+{
+    if (!strncmp(line, "REREG_A", 7)) {
+        memset(a, 0x3C, SHM_LEN_A);
+        int rc = *a_registered ? 0 : tern_register_memory(e, a, SHM_LEN_A, NULL);
+        *a_registered = rc == 0;
+        printf("REREG %s\n", rc == 0 ? "ok" : tern_engine_last_error(e));
+    } else if (!strncmp(line, "UNREG_A_LIVE", 12)) {
+        int live = wait_written(a);
+        int rc = tern_unregister_memory(e, a);
+        *a_registered = 0;
+        memset(a, 0x3C, SHM_LEN_A);
+        printf("UNREG %s\n", rc ? tern_engine_last_error(e) : live ? "ok" : "idle");
+    } else if (!strncmp(line, "CHECK_A", 7)) {
+        long bad = check_fill(a, SHM_LEN_A);
+        if (bad < 0)
+            printf("A ok\n");
+        else
+            printf("A bad %ld\n", bad);
+    }
+}
+
+static void serve(tern_engine *e, uint8_t *map, size_t total, uint8_t *a, int *a_registered,
+                  uint8_t *b, int *b_registered)
 {
     char line[128];
     while (fgets(line, sizeof line, stdin)) {
-        if (!strncmp(line, "CHECK_B", 7)) {
-            long bad = check_b(b);
+        if (!strncmp(line, "REREG_A", 7) || !strncmp(line, "UNREG_A", 7) ||
+            !strncmp(line, "CHECK_A", 7)) {
+            serve_a(e, line, a, a_registered);
+        } else if (!strncmp(line, "CHECK_B", 7)) {
+            long bad = check_fill(b, LEN_B);
             if (bad < 0)
                 printf("B ok\n");
             else
@@ -52,6 +96,10 @@ static void serve(tern_engine *e, uint8_t *map, size_t total, uint8_t *b, int *b
             *b_registered = 0;
             memset(b, 0x3C, LEN_B);
             printf("UNREG %s\n", rc == 0 ? "ok" : tern_engine_last_error(e));
+        } else if (!strncmp(line, "REREG_B", 7)) {
+            int rc = *b_registered ? 0 : tern_register_memory(e, b, LEN_B, NULL);
+            *b_registered = rc == 0;
+            printf("REREG %s\n", rc == 0 ? "ok" : tern_engine_last_error(e));
         } else if (!strncmp(line, "PID", 3)) {
             printf("PID %ld\n", (long)getpid());
         } else if (!strncmp(line, "EXIT", 4)) {
@@ -93,12 +141,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "shm_peer: register: %s\n", tern_engine_last_error(e));
         return 1;
     }
-    int b_registered = 1;
+    int a_registered = 1, b_registered = 1;
     printf("READY %s %" PRIuPTR " %u %" PRIuPTR " %u\n", tern_engine_server_name(e),
            (uintptr_t)a, SHM_LEN_A, (uintptr_t)b, LEN_B);
     fflush(stdout);
-    serve(e, map, total, b, &b_registered);
-    tern_unregister_memory(e, a);
+    serve(e, map, total, a, &a_registered, b, &b_registered);
+    if (a_registered)
+        tern_unregister_memory(e, a);
     if (b_registered)
         tern_unregister_memory(e, b);
     tern_engine_destroy(e);

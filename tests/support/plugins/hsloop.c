@@ -51,6 +51,9 @@
 #ifndef HS_NAME
 #define HS_NAME "hsloop"
 #endif
+#ifndef HS_OPS /* the operations it declares: HS_OPS=TERN_CAP_READ makes a READ-only one */
+#define HS_OPS (TERN_CAP_READ | TERN_CAP_WRITE)
+#endif
 #if TERN_TRANSPORT_ABI_MINOR >= 1
 #define HS_COMPLETE 1 /* hand slices back through host->complete() */
 #else
@@ -66,6 +69,7 @@ typedef struct hs_ctx {
     tern_slice *head, *tail;
     int live_eps, opened, connects;
     long submitted;
+    long reads, writes; /* slices of each operation it was sent */
     int ndev;
     int unreachable, hold;
     int64_t connect_fail;
@@ -332,6 +336,10 @@ static int hs_submit(void *vep, tern_slice *const *s, int n)
         s[i]->transferred = fail ? 0 : s[i]->length;
         pthread_mutex_lock(&c->lock);
         c->submitted++;
+        if (s[i]->opcode == 0)
+            c->reads++;
+        else
+            c->writes++;
         pthread_mutex_unlock(&c->lock);
         hs_finish(c, s[i]);
     }
@@ -396,9 +404,9 @@ static int hs_query(void *vc, const char *what, char *out, size_t outlen)
     pthread_cond_broadcast(&c->gate_cond);
     snprintf(out, outlen,
              "open=%d opened=%d gated=%d failed_dev=%d ok_dev=%d connects=%d submitted=%ld "
-             "pgated=%d cgated=%d refused=%d",
+             "pgated=%d cgated=%d refused=%d reads=%ld writes=%ld",
              c->live_eps, c->opened, c->gated, c->failed_dev, c->ok_dev, c->connects,
-             c->submitted, c->pgated, c->cgated, c->refused);
+             c->submitted, c->pgated, c->cgated, c->refused, c->reads, c->writes);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
@@ -435,9 +443,9 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .name = HS_NAME,
     .version = "1.0.0",
 #ifdef HS_NO_HANDSHAKE
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE,
+    .caps = HS_OPS,
 #else
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE,
+    .caps = HS_OPS | TERN_CAP_HANDSHAKE,
     .ep_describe = hs_ep_describe,
 #endif
     .options = hs_options,

@@ -1,0 +1,46 @@
+/* core/datapath/heal.c: the one decision on a slice that failed, whoever
+ * saw it fail (dispatch.c, a route or a submit that failed; complete.c, a
+ * transport that handed it back failed): what its error class says
+ * (request.c, tern_heal_class; docs/architecture.md, Healing).  Below
+ * dispatch and completion, above the queue. */
+#include "heal.h"
+
+#include "engine_state.h"
+#include "queue.h"
+#include "segments.h"
+#include "stats.h"
+#include "util.h"
+
+tern_heal tern_heal_next(tern_engine *e, tern_cslice *cs, int code, const char *why)
+{
+    tern_heal h = tern_heal_class(code);
+    if (h == TERN_HEAL_FALLBACK || h == TERN_HEAL_RANGE)
+        return h; /* the caller moves the peer or rechecks the range */
+    if (h == TERN_HEAL_FATAL) {
+        tern_cslice_fail(cs, code, why);
+        return h;
+    }
+    if (h == TERN_HEAL_PEER) { /* an attempt on the peer failed: back off, share it */
+        uint64_t before = atomic_load(&cs->seg->fail_epoch);
+        cs->epoch = tern_segment_failed(cs->seg, code, why);
+        if (cs->epoch > before) /* once per backoff window, not once per slice */
+            tern_log(&e->log, TERN_LOG_DEBUG, "segment %s: attempt failed (%s); the next "
+                     "one after a backoff and a descriptor refetch", cs->seg->name, why);
+    }
+    if (cs->attempt >= e->cfg->retries) {
+        tern_cslice_fail(cs, code, why);
+        return h;
+    }
+    cs->attempt++;
+    tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, cs->x ? cs->x->index : -1,
+                     TERN_STAT_RETRY);
+    cs->failed_ns = tern_now_ns();
+    uint64_t due = tern_now_ms();
+    if (h == TERN_HEAL_PEER) {
+        cs->refetch = 1;
+        cs->probe = code == TERN_ERR_TIMEOUT; /* silent, not refused: stalled? */
+        due = atomic_load(&cs->seg->retry_at_ms);
+    }
+    tern_dpq_push(e->dp, cs, due);
+    return h;
+}

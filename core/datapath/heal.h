@@ -1,0 +1,15 @@
+/* core/datapath/heal.h: what happens to a slice that failed (heal.c). */
+#ifndef TERN_DATAPATH_HEAL_H
+#define TERN_DATAPATH_HEAL_H
+
+#include "request.h"
+
+/* cs failed with code (why).  FATAL: fails its request.  PEER and RETRY:
+ * one more attempt, queued when due (PEER: after the peer's shared backoff,
+ * with a descriptor refetch, and a probe after a timeout), or its request
+ * fails when the attempts are spent.  FALLBACK and RANGE: nothing done,
+ * returned to the caller, which alone knows whether it may act at once (a
+ * worker) or must queue the slice (the completion path). */
+tern_heal tern_heal_next(tern_engine *e, tern_cslice *cs, int code, const char *why);
+
+#endif

@@ -1,0 +1,110 @@
+/* transports/shm/shm_copy.c: one chunk's copy (the checks of both ranges,
+ * announced in our table so deregistrations wait for it, then
+ * process_vm_writev / readv), and the end of an endpoint's life.  Below
+ * the pool (shm_pool.c), which calls it, and below shm.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "shm_internal.h"
+
+static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int ferr(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void shm_ep_unref(shm_ep *ep)
+{
+    if (atomic_fetch_sub(&ep->refs, 1) != 1)
+        return;
+    shm_remote_fini(&ep->remote);
+    pthread_mutex_destroy(&ep->lock);
+    pthread_cond_destroy(&ep->idle);
+    ep->ctx->host->free(ep);
+}
+
+/* process_vm_writev / readv of len bytes, looping over partial transfers. */
+static int move(shm_ep *ep, int op, uint8_t *local, uint64_t remote, uint64_t len, char *msg,
+                size_t msglen)
+{
+    pid_t pid = (pid_t)ep->peer.pid;
+    while (len > 0) {
+        struct iovec l = {local, len}, r = {(void *)(uintptr_t)remote, len};
+        ssize_t n = op == TERN_OP_WRITE ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+                                    : process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EFAULT;
+            if (e == ESRCH)
+                return ferr(msg, msglen, TERN_ERR_CLOSED, "shm: peer process %ld is gone",
+                            (long)pid);
+            if (e == EFAULT)
+                return ferr(msg, msglen, TERN_ERR_RANGE, "shm: 0x%llx+%llu is not mapped in "
+                            "process %ld", (unsigned long long)remote,
+                            (unsigned long long)len, (long)pid);
+            char why[400];
+            shm_ident_explain(pid, e, why, sizeof why);
+            return ferr(msg, msglen, TERN_ERR_UNREACHABLE, "shm: %s", why);
+        }
+        local += n;
+        remote += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+/* The copy is announced in our table's slot before either range is
+ * checked, so a deregistration on either side waits for it (shm_drain.c). */
+static int copy_chunk(shm_ep *ep, int slot, tern_slice *s, uint64_t off, uint64_t len,
+                      char *msg, size_t msglen)
+{
+    shm_local *l = &ep->ctx->local;
+    uint8_t *local = (uint8_t *)s->local + off;
+    uint64_t remote = s->remote + off, seq = 0;
+    if (!shm_local_covers(l, slot, s->lkey, (uintptr_t)local, len))
+        return ferr(msg, msglen, TERN_ERR_RANGE, "shm: local %p+%llu not registered with lkey "
+                    "%llu", (void *)local, (unsigned long long)len, (unsigned long long)s->lkey);
+    /* The peer's CURRENT table, read now: a range it unregistered is refused. */
+    int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, &seq, msg, msglen);
+    if (rc)
+        return rc;
+    shm_copy_checked(l, slot, seq);
+    return move(ep, s->opcode, local, remote, len, msg, msglen);
+}
+
+/* running goes up BEFORE closing is read, and ep_close sets closing before
+ * it reads running: one of the two sees the other. */
+int shm_copy_chunk(shm_ep *ep, tern_slice *s, uint64_t off, uint64_t len, char *msg,
+                   size_t msglen)
+{
+    atomic_fetch_add(&ep->running, 1);
+    int rc;
+    if (atomic_load(&ep->closing)) {
+        rc = ferr(msg, msglen, TERN_ERR_CLOSED, "shm: endpoint closed");
+    } else {
+        int slot = shm_copy_begin(&ep->ctx->local, ep->peer.instance);
+        rc = copy_chunk(ep, slot, s, off, len, msg, msglen);
+        shm_copy_end(&ep->ctx->local, slot);
+    }
+    /* Only a closing endpoint has a waiter (ep_close sets closing before
+     * it reads running), so the common path takes no lock. */
+    if (atomic_fetch_sub(&ep->running, 1) == 1 && atomic_load(&ep->closing)) {
+        pthread_mutex_lock(&ep->lock);
+        pthread_cond_broadcast(&ep->idle);
+        pthread_mutex_unlock(&ep->lock);
+    }
+    return rc;
+}
