@@ -15,7 +15,10 @@
 #   - a third interface with the same private address on both hosts (a
 #     bridge like docker0), both engines on the same data port: published,
 #     refused by the initiator (it is its own address: it would reach its
-#     own engine), no request fails, the data verifies.
+#     own engine), no request fails, the data verifies;
+#   - transports.tcp.devices [nic1] on both sides: the data goes over nic1
+#     only (the server names stay on nic0); [nosuch]: the engine says which
+#     list keeps no interface.
 # Skips (77) where no lab can run.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +40,7 @@ fail() {
 }
 
 # config FILE HOST: an engine named by HOST on an ephemeral port; DATA_PORT
-# set: the tcp data ports on that one.
+# set: the tcp data ports on that one; TCP_DEVICES set: tcp's devices list.
 config() {
     cat >"$1" <<EOF
 server_name: "$2"
@@ -45,6 +48,7 @@ metadata: p2p
 transports:
   - name: tcp
     port: ${DATA_PORT:-0}
+${TCP_DEVICES:+    devices: [$TCP_DEVICES]}
 log_level: warn
 EOF
 }
@@ -156,6 +160,22 @@ if run bridge-write 198.18.0.1:0 write tx_bytes; then
     grep -q '"errors":0,' "$WORK/bridge-write.json" || fail "bridge-write: requests failed"
 fi
 stop_target
+unset DATA_PORT
+
+export TCP_DEVICES=nic1
+start_target 198.18.0.2:0 || exit 1
+if run devices-nic1 198.18.0.1:0 write tx_bytes; then
+    [ "$D0" -lt $((1 << 20)) ] || fail "devices-nic1: nic0 carried $D0 B with devices [nic1]"
+    [ "$D1" -gt $((16 << 20)) ] || fail "devices-nic1: nic1 carried only $D1 B"
+fi
+stop_target
+TCP_DEVICES=nosuch config "$WORK/bad.yaml" 198.18.0.1:0
+if lab_exec a "$BENCH" --mode target --config "$WORK/bad.yaml" >/dev/null 2>"$WORK/bad.log"; then
+    fail "devices-nosuch: the engine started"
+fi
+grep -q "devices keeps none of this host's interfaces" "$WORK/bad.log" ||
+    fail "devices-nosuch: no message naming the devices list: $(cat "$WORK/bad.log")"
+unset TCP_DEVICES
 
 if [ "$FAILS" -gt 0 ]; then
     echo "test_multinic: $FAILS check(s) failed; target log:"
