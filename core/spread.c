@@ -91,6 +91,33 @@ static int spread_local(tern_topology *lt, const char *lloc, const char *hint, i
     return nl;
 }
 
+/* Index (into slot[]) of the pair with the smallest predicted completion
+ * in ns, (in flight + len) / rate, the rate unknown counting as best_rate
+ * (all equal while none is known: then the bytes in flight decide).  With
+ * strict, paused pairs and busy ones on probation sit out.  -1: none. */
+static int spread_best(tern_spread *sp, const int *slot, int n, uint64_t len,
+                       uint64_t best_rate, uint64_t now, int strict)
+{
+    int best = -1;
+    double best_t = 0;
+    for (int i = 0; i < n; i++) {
+        if (slot[i] < 0)
+            continue;
+        tern_spread_pair *q = &sp->p[slot[i]];
+        if (strict && (atomic_load(&q->paused_until_ns) > now ||
+                       (atomic_load(&q->probation) && atomic_load(&q->inflight) > 0)))
+            continue;
+        uint64_t r = atomic_load(&q->rate);
+        double rate = (double)(r ? r : best_rate ? best_rate : 1);
+        double t = (double)(atomic_load(&q->inflight) + len) / rate;
+        if (best < 0 || t < best_t) {
+            best = i;
+            best_t = t;
+        }
+    }
+    return best;
+}
+
 int tern_spread_pick(tern_spread *sp, tern_topology *ltopo, const char *lloc, const char *hint,
                      tern_topology *ptopo, const char *ploc, uint64_t len, int *ldev, int *pdev)
 {
@@ -113,28 +140,10 @@ int tern_spread_pick(tern_spread *sp, tern_topology *ltopo, const char *lloc, co
         if (r > best_rate)
             best_rate = r;
     }
-    /* Predicted completion in ns: (in flight + len) / rate; one rate for
-     * all while none is known (then the bytes in flight decide).  Paused
-     * pairs and busy ones on probation sit out, unless all would. */
-    int best = -1;
-    double best_t = 0;
     uint64_t now = tern_now_ns();
-    for (int pass = 0; pass < 2 && best < 0; pass++)
-    for (int i = 0; i < n; i++) {
-        if (slot[i] < 0)
-            continue;
-        tern_spread_pair *q = &sp->p[slot[i]];
-        if (pass == 0 && (atomic_load(&q->paused_until_ns) > now ||
-                          (atomic_load(&q->probation) && atomic_load(&q->inflight) > 0)))
-            continue;
-        uint64_t r = atomic_load(&q->rate);
-        double rate = (double)(r ? r : best_rate ? best_rate : 1);
-        double t = (double)(atomic_load(&q->inflight) + len) / rate;
-        if (best < 0 || t < best_t) {
-            best = i;
-            best_t = t;
-        }
-    }
+    int best = spread_best(sp, slot, n, len, best_rate, now, 1);
+    if (best < 0) /* every pair paused: one of them all the same */
+        best = spread_best(sp, slot, n, len, best_rate, now, 0);
     if (best < 0)
         return -1;
     if (atomic_fetch_add(&sp->p[slot[best]].inflight, len) == 0)

@@ -150,7 +150,7 @@ py-sync-zero-never-times-out | - | r->timeout_ms = ms < 0 \? 0 : \(ms == 0 \? \K
 spread-ignores-in-flight | quick | double t = \(double\)\(\Katomic_load\(&q->inflight\) \+ (?=len\) / rate;) | 0 + | test_spread | spread/equal_pairs_share_evenly
 spread-ignores-rate | - | double rate = \(double\)\(r \? \Kr(?= : best_rate) | 1 | test_spread | spread/faster_pair_gets_more
 stall-without-others-moving | - | if \(\K!others(?=\)\n            continue; /\* the whole peer is silent) | 0 | test_spread | spread/silent_peer_is_not_a_stalled_pair
-paused-pair-still-picked | - | if \(pass == 0 && \(\Katomic_load\(&q->paused_until_ns\) > now(?= \|\|) | 0 | test_spread | spread/stall_pause_and_probation
+paused-pair-still-picked | - | if \(strict && \(\Katomic_load\(&q->paused_until_ns\) > now(?= \|\|) | now == 0 | test_spread | spread/stall_pause_and_probation
 probation-without-limit | - | \(atomic_load\(&q->probation\) && \Katomic_load\(&q->inflight\) > 0(?=\)\)\)) | 0 | test_spread | spread/stall_pause_and_probation
 EOF
 
