@@ -46,15 +46,18 @@ static void stall_reset(tern_engine *e, const stall_hit *h)
     int rc = ref ? x->ops->ep_reset(ep) : TERN_ERR_NOT_FOUND;
     if (ref)
         tern_epstore_release(x->eps, ref);
+    const char *what = "its slices go to the other pairs";
+    if (rc == TERN_ERR_NOT_FOUND)
+        what = "its endpoint is not up yet: the connect's own deadline ends it";
+    else if (rc)
+        what = "the transport cannot reset an endpoint: its slices wait for the transport's "
+               "own deadline (io_timeout_ms)";
     tern_log(&e->log, TERN_LOG_WARN,
              "peer %s: NIC pair %s -> %s stalled (nothing done for %llu ms while another "
              "pair moved, %llu bytes in flight): paused for %llu ms, %s", name,
              lname ? lname : "?", peer_path[0] ? peer_path : "?",
              (unsigned long long)h->st.silent_ms, (unsigned long long)h->st.inflight,
-             (unsigned long long)h->st.pause_ms,
-             rc == 0 ? "its slices go to the other pairs"
-                     : "the transport cannot reset an endpoint: its slices wait for the "
-                       "transport's own deadline (io_timeout_ms)");
+             (unsigned long long)h->st.pause_ms, what);
 }
 
 void tern_stall_check(tern_engine *e)

@@ -14,6 +14,7 @@
 #include "util.h"
 
 #define MIB (1ull << 20)
+#define AB "{\"*\": [[\"a\", \"b\"], []]}" /* devices a and b, everywhere */
 
 static tern_spread sp;
 
@@ -67,7 +68,7 @@ Test(spread, pairs_by_name_then_by_position)
 Test(spread, equal_pairs_share_evenly)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd, n[2] = {0, 0};
     for (int i = 0; i < 100; i++) {
         cr_assert_geq(pick(l, p, MIB, &ld, &pd), 0);
@@ -83,7 +84,7 @@ Test(spread, equal_pairs_share_evenly)
 Test(spread, faster_pair_gets_more)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd, n[2] = {0, 0};
     int s0 = pick(l, p, MIB, &ld, &pd), s1 = pick(l, p, MIB, &ld, &pd);
     cr_assert(s0 >= 0 && s1 >= 0 && s0 != s1);
@@ -105,7 +106,7 @@ Test(spread, faster_pair_gets_more)
 Test(spread, rate_is_measured_over_a_window)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd;
     int s = pick(l, p, MIB, &ld, &pd);
     uint64_t t0 = tern_now_ns();
@@ -129,7 +130,7 @@ Test(spread, rate_is_measured_over_a_window)
 Test(spread, stall_pause_and_probation)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd;
     int s0 = pick(l, p, MIB, &ld, &pd), s1 = pick(l, p, MIB, &ld, &pd);
     uint64_t now = tern_now_ns(), ms = 1000000;
@@ -170,7 +171,7 @@ Test(spread, stall_pause_and_probation)
 Test(spread, pair_failure_pauses)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd;
     int s0 = pick(l, p, MIB, &ld, &pd), s1 = pick(l, p, MIB, &ld, &pd);
     tern_spread_done(&sp, s1, MIB, 0, -1);
@@ -188,7 +189,7 @@ Test(spread, pair_failure_pauses)
 Test(spread, silent_peer_is_not_a_stalled_pair)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd;
     int s0 = pick(l, p, MIB, &ld, &pd), s1 = pick(l, p, MIB, &ld, &pd);
     uint64_t now = tern_now_ns(), ms = 1000000;
@@ -204,7 +205,7 @@ Test(spread, silent_peer_is_not_a_stalled_pair)
 Test(spread, all_paused_still_picks)
 {
     tern_spread_reset(&sp);
-    tern_topology *l = topo("{\"*\": [[\"a\", \"b\"], []]}"), *p = topo("{\"*\": [[\"a\", \"b\"], []]}");
+    tern_topology *l = topo(AB), *p = topo(AB);
     int ld, pd;
     int s0 = pick(l, p, MIB, &ld, &pd), s1 = pick(l, p, MIB, &ld, &pd);
     uint64_t far = tern_now_ns() + 60000000000ull;

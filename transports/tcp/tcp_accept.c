@@ -1,8 +1,9 @@
 /* transports/tcp/tcp_accept.c: the target's listening sockets, one per NIC
- * (tcp_nics.c).  NIC i's lives on I/O thread i mod io_threads; each accepted connection is counted against the
- * budgets (tcp_budget.c), placed on the least busy I/O thread and handed
- * to its state machine (tcp_server.c).  Strangers a newer one evicted are
- * closed by their own worker (tcp_server_evict). */
+ * (tcp_nics.c).  NIC i's lives on I/O thread i mod io_threads; each
+ * accepted connection is counted against the budgets (tcp_budget.c),
+ * placed on the least busy I/O thread and handed to its state machine
+ * (tcp_server.c).  Strangers a newer one evicted are closed by their own
+ * worker (tcp_server_evict). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
