@@ -126,6 +126,23 @@ lab_link() {
     done
 }
 
+# lab_link_one_subnet A B N [RATE]: N veth pairs between A and B, all of
+# them on one subnet (A's NIC i .(2i+1), B's .(2i+2)): hosts whose NICs
+# share a route, as many multi-NIC hosts without policy routing are.
+lab_link_one_subnet() {
+    local a=$1 b=$2 n=${3:-1} rate=${4:-} i s=$LAB_SUBNET
+    LAB_SUBNET=$((s + 1))
+    for ((i = 0; i < n; i++)); do
+        local na="nic${LAB_NICS[$a]}" nb="nic${LAB_NICS[$b]}"
+        LAB_NICS[$a]=$((LAB_NICS[$a] + 1))
+        LAB_NICS[$b]=$((LAB_NICS[$b] + 1))
+        ip link add "$na" netns "$(lab_ns "$a")" type veth peer name "$nb" netns "$(lab_ns "$b")" ||
+            { echo "lab: cannot create veth $a:$na <-> $b:$nb" >&2; return 1; }
+        lab_nic_up "$a" "$na" "$s" $((2 * i + 1)) "$rate" || return 1
+        lab_nic_up "$b" "$nb" "$s" $((2 * i + 2)) "$rate" || return 1
+    done
+}
+
 # Addresses, rate limit, up: host nic subnet hostnum rate.
 lab_nic_up() {
     local h=$1 nic=$2 s=$3 hn=$4 rate=$5 ns
@@ -215,7 +232,8 @@ usage: tests/lab/lab.sh selftest        build a 2x2 lab, check every path, remov
        tests/lab/lab.sh run N RATE CMD  hosts a and b with N NICs (RATE each, "" for none),
                                         CMD run with LAB_RUN set (lab_exec a ... reaches host a
                                         when CMD sources this file), everything removed after
-or source it: lab_require; lab_init RUN; lab_host a; lab_host b; lab_link a b 2 2gbit;
+or source it: lab_require; lab_init RUN; lab_host a; lab_host b; lab_link a b 2 2gbit
+              (or lab_link_one_subnet a b 2: every NIC on one subnet);
               lab_exec a CMD...; lab_addr b nic0 [4|6]; lab_down a nic1; lab_up a nic1
 EOF
 }

@@ -18,7 +18,10 @@
 #     own engine), no request fails, the data verifies;
 #   - transports.tcp.devices [nic1] on both sides: the data goes over nic1
 #     only (the server names stay on nic0); [nosuch]: the engine says which
-#     list keeps no interface.
+#     list keeps no interface;
+#   - two hosts whose two NICs share one subnet (one route: the kernel sends
+#     everything through the first NIC): no request fails, the data
+#     verifies, no pair is reported stalled.
 # Skips (77) where no lab can run.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -176,6 +179,36 @@ fi
 grep -q "devices keeps none of this host's interfaces" "$WORK/bad.log" ||
     fail "devices-nosuch: no message naming the devices list: $(cat "$WORK/bad.log")"
 unset TCP_DEVICES
+
+# hosts c and d: both NICs on 198.18.<s>.0/24 (s: the lab's next subnet)
+lab_host c && lab_host d && lab_link_one_subnet c d 2 1gbit || exit 1
+CD=$((LAB_SUBNET - 1))
+lab_wait_reach c "198.18.$CD.4" || exit 1
+config "$WORK/c.yaml" "198.18.$CD.1:0"
+config "$WORK/d.yaml" "198.18.$CD.2:0"
+lab_exec d "$BENCH" --mode target --config "$WORK/d.yaml" --buffer-size 64M \
+    >"$WORK/d.out" 2>"$WORK/d.log" &
+DPID=$!
+DSEG=
+for _ in $(seq 100); do
+    DSEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/d.out")
+    [ -n "$DSEG" ] && break
+    sleep 0.1
+done
+if [ -z "$DSEG" ]; then
+    fail "one-subnet: the target did not start: $(cat "$WORK/d.log")"
+elif ! lab_exec c "$BENCH" --mode initiator --config "$WORK/c.yaml" --segment "$DSEG" --op write \
+    --block-size 1M --batch-size 16 --buffer-size 64M --duration 2 --verify --json \
+    >"$WORK/one.json" 2>"$WORK/one.log"; then
+    fail "one-subnet: tern-bench failed: $(tail -3 "$WORK/one.log")"
+else
+    echo "one-subnet: $(cat "$WORK/one.json")"
+    grep -q '"verify":"ok"' "$WORK/one.json" || fail "one-subnet: verify failed"
+    grep -q '"errors":0,' "$WORK/one.json" || fail "one-subnet: requests failed"
+    ! grep -q stalled "$WORK/one.log" || fail "one-subnet: $(grep stalled "$WORK/one.log")"
+fi
+kill -TERM "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
 
 if [ "$FAILS" -gt 0 ]; then
     echo "test_multinic: $FAILS check(s) failed; target log:"
