@@ -344,6 +344,7 @@ static tern_segment_id install(tern_segments *t, const char *name, tern_segment_
     tern_strlcpy(s->name, name, sizeof s->name);
     atomic_store_explicit(&s->stats, tern_stats_peer(t->stats, name), memory_order_relaxed);
     s->gen++;
+    tern_spread_reset(&s->spread);
     s->last_fetch_ns = tern_now_ns();
     atomic_store(&s->fails, 0);
     atomic_store(&s->retry_at_ms, 0);

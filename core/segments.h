@@ -24,6 +24,7 @@
 #include "config.h"
 #include "desc.h"
 #include "metadata.h"
+#include "spread.h"
 #include "tern/tern.h"
 #include "xport.h"
 
@@ -66,6 +67,9 @@ typedef struct tern_segment {
     /* this peer's counters (stats.c), set at open; they outlive a reuse
      * of the slot by another peer */
     struct tern_stat_set *_Atomic stats;
+    /* load of each NIC pair to this peer (spread.h: atomics, no lock);
+     * reset when the slot is opened for a peer */
+    tern_spread spread;
 } tern_segment;
 
 typedef struct tern_segments {

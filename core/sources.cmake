@@ -33,6 +33,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/plugin_kinds.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin_load.c
   ${CMAKE_CURRENT_LIST_DIR}/segments.c
+  ${CMAKE_CURRENT_LIST_DIR}/spread.c
   ${CMAKE_CURRENT_LIST_DIR}/stats.c
   ${CMAKE_CURRENT_LIST_DIR}/metrics.c
   ${CMAKE_CURRENT_LIST_DIR}/metrics_text.c
@@ -56,6 +57,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/datapath/complete.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/heal.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/queue.c
+  ${CMAKE_CURRENT_LIST_DIR}/datapath/stall.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/request.c
   ${CMAKE_CURRENT_LIST_DIR}/datapath/batch_state.c
   # the configuration: see config/cfg_internal.h

@@ -614,6 +614,33 @@ int tern_topology_select(tern_topology *t, const char *location, int retry, cons
     return d >= 0 ? d : TERN_ERR_NOT_FOUND;
 }
 
+/* Devices of e[lo, lo+n) that are up, appended to out. */
+static int topo_up_in(tern_topology *t, const topo_entry *e, int lo, int n, int *out, int max)
+{
+    int m = 0;
+    for (int i = lo; i < lo + n && m < max; i++)
+        if (!atomic_load_explicit(&t->down[e->dev[i]], memory_order_relaxed))
+            out[m++] = e->dev[i];
+    return m;
+}
+
+int tern_topology_candidates(tern_topology *t, const char *location, int *out, int max)
+{
+    if (!t || t->nent == 0 || !out || max <= 0)
+        return 0;
+    const topo_entry *w = &t->ent[t->wildcard];
+    const topo_entry *e = topo_find_entry(t, location);
+    int m = 0;
+    if (e) {
+        m = topo_up_in(t, e, 0, e->npref, out, max);
+        if (m == 0)
+            m = topo_up_in(t, e, e->npref, e->n - e->npref, out, max);
+    }
+    if (m == 0 && e != w)
+        m = topo_up_in(t, w, 0, w->n, out, max);
+    return m;
+}
+
 /* ---- memory location ---------------------------------------------------- */
 
 /* move_pages() with a NULL node list only queries: it never faults a page

@@ -78,5 +78,10 @@ char *tern_topology_to_text(const tern_topology *t);
  * is shared (it edits in place).  TERN_ERR_NOT_FOUND when nothing is left. */
 int tern_topology_restrict(tern_topology *t, const char *const *allow, size_t nallow,
                            char *err, size_t errlen);
+/* The devices a retry-0 pick for location chooses among: the preferred
+ * ones that are up, else the available ones that are up, else those of
+ * "*" that are up (the order of the matrix).  Writes up to max indices;
+ * returns how many. */
+int tern_topology_candidates(tern_topology *t, const char *location, int *out, int max);
 
 #endif

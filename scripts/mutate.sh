@@ -146,6 +146,12 @@ py-seconds-read-as-ms | - | \*ms = \(int\)\(s \* \K1000\.0(?= \+ 0\.5\);) | 1.0 
 py-notify-recv-none-no-wait | - | if \(ms \K== 0(?=\) \{\n        rc = tern_notify_recv\() | <= 0 | python_timeouts | -
 py-sync-none-times-out | - | r->timeout_ms = ms < 0 \? \K0(?= : \(ms == 0) | 1 | python_timeouts | -
 py-sync-zero-never-times-out | - | r->timeout_ms = ms < 0 \? 0 : \(ms == 0 \? \K1(?= : ) | 0 | python_timeouts | -
+# NIC pairs (core/spread.c): the pick weighs load and rate, a stall needs the others' progress, a paused pair sits out
+spread-ignores-in-flight | quick | double t = \(double\)\(\Katomic_load\(&q->inflight\) \+ (?=len\) / rate;) | 0 + | test_spread | spread/equal_pairs_share_evenly
+spread-ignores-rate | - | double rate = \(double\)\(r \? \Kr(?= : best_rate) | 1 | test_spread | spread/faster_pair_gets_more
+stall-without-others-moving | - | if \(\K!others(?=\)\n            continue; /\* the whole peer is silent) | 0 | test_spread | spread/silent_peer_is_not_a_stalled_pair
+paused-pair-still-picked | - | if \(strict && \(\Katomic_load\(&q->paused_until_ns\) > now(?= \|\|) | now == 0 | test_spread | spread/stall_pause_and_probation
+probation-without-limit | - | \(atomic_load\(&q->probation\) && \Katomic_load\(&q->inflight\) > 0(?=\)\)\)) | 0 | test_spread | spread/stall_pause_and_probation
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

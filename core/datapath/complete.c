@@ -18,6 +18,7 @@ static void done_ok(tern_cslice *cs)
 {
     tern_batch *b = cs->b;
     struct tern_dp *dp = b->e->dp; /* b may be freed once its lock is released */
+    tern_cslice_unpair(cs, 1);
     tern_segment_ok(cs->seg);
     tern_xport_device_ok(cs->x, cs->local_dev);
     tern_req *q = &b->reqs[cs->idx];
@@ -40,6 +41,14 @@ static void done_failed(tern_cslice *cs)
 {
     tern_engine *e = cs->b->e;
     tern_dpq_kick(e->dp); /* a worker reaps what this releases */
+    /* A failure of the NIC pair itself (connect, connection) pauses the
+     * pair; when it was paused already (it stalled and was reset,
+     * datapath/stall.c, or another slice's failure paused it), the slice
+     * goes over another pair at once, without spending an attempt. */
+    int pairfail = tern_heal_drops_endpoint(cs->s.status);
+    int moved = pairfail && cs->pair >= 0 && cs->moves < TERN_SPREAD_MOVES_MAX &&
+                tern_spread_paused(&cs->seg->spread, cs->pair, tern_now_ns());
+    tern_cslice_unpair(cs, pairfail ? 0 : -1);
     if (tern_cslice_drop_if_ended(cs))
         return;
     tern_xport *x = cs->x;
@@ -53,6 +62,11 @@ static void done_failed(tern_cslice *cs)
         cs->ref = NULL;
     }
     cs->s.ep = NULL; /* the retry chooses a path and an endpoint again */
+    if (moved) {
+        cs->moves++;
+        tern_dpq_push(e->dp, cs, 0);
+        return;
+    }
     cs->failed_ns = tern_now_ns();
     const char *why = cs->s.errmsg[0] ? tern_xport_msg(x, cs->s.errmsg) : "transport error";
     switch (tern_heal_next(e, cs, code, why)) {

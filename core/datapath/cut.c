@@ -98,6 +98,7 @@ static tern_cslice *cslice_new(tern_batch *b, size_t idx, tern_segment *seg, uin
     cs->epoch = atomic_load(&seg->fail_epoch);
     cs->offset = off;
     cs->local_dev = -1;
+    cs->pair = -1;
     cs->gpu = -1;
     return cs;
 }

@@ -13,6 +13,7 @@
 #include "desc.h"
 #include "heal.h"
 #include "route.h"
+#include "stall.h"
 #include "stage.h"
 #include "util.h"
 
@@ -365,9 +366,14 @@ static void reap_all(tern_engine *e)
 
 static void worker_loop(struct tern_dp *dp, int wake_ms)
 {
+    uint64_t next_check = 0;
     for (;;) {
         tern_cslice *cs = tern_dpq_pop(dp, wake_ms);
         reap_all(dp->e);
+        if (wake_ms > 0 && tern_now_ms() >= next_check) { /* the reaper: stalled NIC pairs */
+            tern_stall_check(dp->e);
+            next_check = tern_now_ms() + WORKER_WAKE_MS;
+        }
         if (cs)
             work(dp->e, cs);
         else if (tern_dpq_stopped(dp))

@@ -60,8 +60,17 @@ int tern_req_active_locked(const tern_req *q)
     return q->status == TERN_PENDING && !q->ending;
 }
 
+void tern_cslice_unpair(tern_cslice *cs, int ok)
+{
+    if (cs->pair < 0)
+        return;
+    tern_spread_done(&cs->seg->spread, cs->pair, cs->s.length, cs->sent_ns, ok);
+    cs->pair = -1;
+}
+
 int tern_cslice_free_locked(tern_cslice *cs)
 {
+    tern_cslice_unpair(cs, -1);
     tern_batch *b = cs->b;
     size_t idx = cs->idx;
     tern_req *q = &b->reqs[idx];

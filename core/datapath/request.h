@@ -106,6 +106,9 @@ typedef struct tern_cslice {
     tern_xport *x;         /* transport of the last route */
     tern_ep_ref *ref;      /* endpoint held while the transport owns it */
     int local_dev;
+    int pair;              /* slot in the segment's spread table (spread.h), -1: none */
+    int moves;             /* times sent again because its pair stalled */
+    uint64_t sent_ns;      /* when routed to that pair */
     int gpu;               /* GPU ordinal of the local memory, -1 host */
     void *stage;           /* held by the stager (datapath/stage.c), else NULL */
     char peer_nic_path[320];
@@ -132,6 +135,10 @@ void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Live (neither ended nor ending): its slices may still move data. */
 int tern_req_active_locked(const tern_req *q);
+/* cs leaves its NIC pair's in-flight count (ok as for tern_spread_done: 1
+ * done, 0 the pair failed it, -1 taken back for another reason); no-op
+ * when it has none. */
+void tern_cslice_unpair(tern_cslice *cs, int ok);
 /* Drop one live slice of b: releases its endpoint (never closing it here:
  * returns 1 when a worker must reap it), frees cs (lock held). */
 int tern_cslice_free_locked(tern_cslice *cs);

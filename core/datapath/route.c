@@ -30,9 +30,10 @@ static int path_dev_index(const tern_topology *topo, int d, const tern_seg_trans
                      side, name, st->name, seg, st->ndevices);
 }
 
-/* One side: buffer -> location -> device -> key. */
+/* One side: buffer -> location -> device -> key.  forced >= 0: that
+ * topology device (chosen by spreading) instead of a pick. */
 static int path_side(const tern_segment_desc *seg, tern_topology *topo, const char *transport,
-                     uint64_t addr, uint64_t len, int retry, const char *hint,
+                     uint64_t addr, uint64_t len, int retry, const char *hint, int forced,
                      const char *side, int *dev_out, const char **name_out, uint64_t *key_out, int remote,
                      char *err, size_t errlen)
 {
@@ -50,7 +51,7 @@ static int path_side(const tern_segment_desc *seg, tern_topology *topo, const ch
         return tern_errf(err, errlen, TERN_ERR_NOT_FOUND,
                          "%s segment '%s' has no topology for transport '%s'", side, seg->name,
                          transport);
-    int d = tern_topology_select(topo, b->location, retry, hint);
+    int d = forced >= 0 ? forced : tern_topology_select(topo, b->location, retry, hint);
     if (d < 0)
         return tern_errf(err, errlen, d,
                          "%s segment '%s': no usable '%s' device for location '%s' "
@@ -104,25 +105,74 @@ int tern_path_choose(const struct tern_segment_desc *local, tern_topology *local
                                  remote_addr, len, retry, NULL, out, err, errlen);
 }
 
+/* The path with both devices chosen (ldev, pdev: topology indices, -1 for
+ * a pick at this retry). */
+static int path_choose_devs(const struct tern_segment_desc *local, tern_topology *local_topo,
+                            const struct tern_segment_desc *peer, tern_topology *peer_topo,
+                            const char *transport, uint64_t local_addr, uint64_t remote_addr,
+                            uint64_t len, int retry, const char *local_hint, int ldev,
+                            int pdev, tern_path *out, char *err, size_t errlen)
+{
+    if (!local || !peer || !transport || !out)
+        return tern_errf(err, errlen, TERN_ERR_INVAL,
+                         "path choice: missing local/peer descriptor, transport or output");
+    const char *lname, *pname;
+    int rc = path_side(local, local_topo, transport, local_addr, len, retry, local_hint, ldev,
+                       "local", &out->local_dev, &lname, &out->lkey, 0, err, errlen);
+    if (rc == 0)
+        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, NULL, pdev, "peer",
+                       &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
+    if (rc)
+        return rc;
+    path_join(out->local_nic_path, sizeof(out->local_nic_path), local->name, lname);
+    path_join(out->peer_nic_path, sizeof(out->peer_nic_path), peer->name, pname);
+    return 0;
+}
+
 int tern_path_choose_hint(const struct tern_segment_desc *local, tern_topology *local_topo,
                           const struct tern_segment_desc *peer, tern_topology *peer_topo,
                           const char *transport, uint64_t local_addr, uint64_t remote_addr,
                           uint64_t len, int retry, const char *local_hint, tern_path *out,
                           char *err, size_t errlen)
 {
-    if (!local || !peer || !transport || !out)
-        return tern_errf(err, errlen, TERN_ERR_INVAL,
-                         "path choice: missing local/peer descriptor, transport or output");
-    const char *lname, *pname;
-    int rc = path_side(local, local_topo, transport, local_addr, len, retry, local_hint, "local",
-                       &out->local_dev, &lname, &out->lkey, 0, err, errlen);
-    if (rc == 0)
-        rc = path_side(peer, peer_topo, transport, remote_addr, len, retry, NULL, "peer",
-                       &out->peer_dev, &pname, &out->rkey, 1, err, errlen);
-    if (rc)
+    return path_choose_devs(local, local_topo, peer, peer_topo, transport, local_addr,
+                            remote_addr, len, retry, local_hint, -1, -1, out, err, errlen);
+}
+
+/* First attempt with several NIC pairs to the peer: the least loaded pair
+ * (spread.h).  0 with *slot the spread slot and *path set, or *slot -1
+ * when there is nothing to spread over (the caller picks as before); or a
+ * tern_err.  Segment and memory locks held. */
+static int route_spread(tern_cslice *cs, tern_xport *x, const char *hint, tern_path *path,
+                        int *slot_out, char *err, size_t errlen)
+{
+    *slot_out = -1;
+    tern_engine *e = cs->b->e;
+    tern_segment *seg = cs->seg;
+    const tern_seg_transport *st = seg->st; /* the negotiated transport's */
+    /* One device on each side (most transports, tcp on loopback): nothing
+     * to spread, and no lookup spent on the way. */
+    if (!st || !st->topology ||
+        tern_topology_device_count(x->topo) * tern_topology_device_count(st->topology) < 2)
+        return 0;
+    uint64_t laddr = (uint64_t)(uintptr_t)cs->s.local;
+    const tern_buffer_desc *lb = tern_segment_find_buffer(e->mem.local_desc, laddr, cs->s.length);
+    const tern_buffer_desc *pb = tern_segment_find_buffer(seg->desc, cs->s.remote, cs->s.length);
+    if (!lb || !pb)
+        return 0; /* the plain choice says what is wrong */
+    int ldev, pdev;
+    int slot = tern_spread_pick(&seg->spread, x->topo, lb->location, hint, st->topology,
+                                pb->location, cs->s.length, &ldev, &pdev);
+    if (slot < 0)
+        return 0;
+    int rc = path_choose_devs(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name, laddr,
+                              cs->s.remote, cs->s.length, 0, hint, ldev, pdev, path, err,
+                              errlen);
+    if (rc) {
+        tern_spread_done(&seg->spread, slot, cs->s.length, 0, -1);
         return rc;
-    path_join(out->local_nic_path, sizeof(out->local_nic_path), local->name, lname);
-    path_join(out->peer_nic_path, sizeof(out->peer_nic_path), peer->name, pname);
+    }
+    *slot_out = slot;
     return 0;
 }
 
@@ -183,12 +233,18 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
         return rc;
     }
     tern_xport_device_revive(x, tern_now_ms());
+    tern_cslice_unpair(cs, -1); /* routed before and not sent (a refused submit) */
     tern_path path;
     tern_memory_rdlock(&e->mem);
     /* GPU memory prefers the NIC closest to its GPU (docs/gpu.md, Topology). */
     const char *hint = cs->gpu >= 0 && cs->gpu < TERN_GPU_NEAR_MAX && x->gpu_near[cs->gpu][0]
                            ? x->gpu_near[cs->gpu] : NULL;
-    rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
+    /* A first attempt goes to the least loaded NIC pair; a retry walks the
+     * devices in order, so a failing pair is left (docs/topology.md). */
+    int pair = -1;
+    rc = cs->attempt == 0 ? route_spread(cs, x, hint, &path, &pair, err, errlen) : 0;
+    if (rc == 0 && pair < 0)
+        rc = tern_path_choose_hint(e->mem.local_desc, x->topo, seg->desc, NULL, x->pl->name,
                                    (uint64_t)(uintptr_t)cs->s.local, cs->s.remote, cs->s.length,
                                    cs->attempt, hint, &path, err, errlen);
     tern_memory_unlock(&e->mem);
@@ -201,8 +257,16 @@ int tern_route(tern_cslice *cs, int connect, char *err, size_t errlen)
                      : tern_endpoint_cached(x, &path, &ep, &ref);
     uint64_t gen = seg->desc_gen;
     pthread_rwlock_unlock(&seg->lock);
-    if (rc)
+    if (rc) { /* no endpoint: a failed connect pauses the pair */
+        if (pair >= 0)
+            tern_spread_done(&seg->spread, pair, cs->s.length, 0,
+                             rc < 0 && tern_heal_drops_endpoint(rc) ? 0 : -1);
         return rc;
+    }
+    if (pair >= 0) {
+        cs->pair = pair;
+        cs->sent_ns = tern_now_ns();
+    }
     cs->ref = ref;
     cs->s.ep = ep;
     cs->s.lkey = path.lkey;

@@ -341,7 +341,12 @@ typedef struct tern_transport {
     /* ---- optional (v1.0): may be NULL ---- */
 
     /* Return the endpoint to a connectable state after a failure (e.g. QPs
-     * to RESET); NULL means the core closes and reopens it. */
+     * to RESET); NULL means the core closes and reopens it.  The core also
+     * calls it on an endpoint whose NIC pair stalled (nothing came back
+     * while the peer's other pairs moved): the plugin then fails every
+     * slice in flight on it (they come back through complete() and the
+     * core sends them over another pair), makes sure no byte still queued
+     * there reaches the peer later, and keeps the endpoint usable. */
     int (*ep_reset)(void *ep);
     /* Free-form status text for tern-info (counters, versions). */
     int (*query)(void *ctx, const char *what, char *out, size_t outlen);

@@ -50,6 +50,75 @@ Test(tcp_transport, identity_and_describe)
     inst_free(a);
 }
 
+/* ep_open with a peer NIC path ("peer@<device>") and a hand-made blob. */
+static int open_dev(inst *from, tern_desc *blob, const char *nic_path, void **ep, char *err,
+                    size_t errlen)
+{
+    tern_ep_params p = {.struct_size = sizeof p, .peer_name = "peer", .peer_nic_path = nic_path,
+                        .peer_segment = blob};
+    int rc = T->ep_open(from->ctx, &p, ep, err, errlen);
+    if (rc == 0)
+        rc = T->ep_connect(*ep, NULL, err, errlen);
+    return rc;
+}
+
+/* The peer device's address (docs/protocol.md, TCP data frames): its
+ * "host@<device>"/"port@<device>" when the blob has them, else the blob's
+ * "host"/"port" (an older target); a device address that is one of our own
+ * while the peer's main one is not is refused (a bridge with the same
+ * address on both hosts). */
+Test(tcp_transport, peer_device_address_from_the_blob)
+{
+    inst *a = inst_new(NULL), *b = inst_new(NULL);
+    region r;
+    region_make(b, &r, 4096);
+    tern_desc *real = tern_desc_new();
+    cr_assert_eq(T->segment_describe(b->ctx, real), 0);
+    uint64_t port = 0;
+    cr_assert_eq(tern_desc_get_u64(real, "port", &port), 0);
+    uint8_t src[64];
+    fill(src, sizeof src, 7);
+    char err[512] = "";
+    void *ep = NULL;
+
+    /* an older target: no per-device keys, any device reaches host:port */
+    cr_assert_eq(open_dev(a, real, "peer@nic1", &ep, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(xfer1(a, ep, TERN_WRITE, src, (uint64_t)(uintptr_t)r.buf, 64, err, sizeof err),
+                 0, "%s", err);
+    T->ep_close(ep);
+
+    /* the device's own port wins over the blob's main one (port 9: nothing) */
+    tern_desc *multi = tern_desc_new();
+    tern_desc_set_str(multi, "host", "127.0.0.1");
+    tern_desc_set_u64(multi, "port", 9);
+    tern_desc_set_str(multi, "host@nic1", "127.0.0.1");
+    tern_desc_set_u64(multi, "port@nic1", port);
+    cr_assert_eq(open_dev(a, multi, "peer@nic1", &ep, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(xfer1(a, ep, TERN_WRITE, src, (uint64_t)(uintptr_t)r.buf, 64, err, sizeof err),
+                 0, "%s", err);
+    T->ep_close(ep);
+
+    /* our own address for a device of a peer that lives elsewhere */
+    tern_desc *bridge = tern_desc_new();
+    tern_desc_set_str(bridge, "host", "192.0.2.1");
+    tern_desc_set_u64(bridge, "port", port);
+    tern_desc_set_str(bridge, "host@br9", "127.0.0.1");
+    tern_desc_set_u64(bridge, "port@br9", port);
+    ep = NULL;
+    int rc = open_dev(a, bridge, "peer@br9", &ep, err, sizeof err);
+    cr_expect_eq(rc, TERN_ERR_CONNECT, "refused: %d %s", rc, err);
+    cr_expect(strstr(err, "one of this host's own"), "%s", err);
+    if (ep)
+        T->ep_close(ep);
+
+    tern_desc_free(bridge);
+    tern_desc_free(multi);
+    tern_desc_free(real);
+    region_free(b, &r);
+    inst_free(a);
+    inst_free(b);
+}
+
 Test(tcp_transport, write_read_roundtrip_sizes)
 {
     inst *tg = inst_new(NULL), *in = inst_new(NULL);

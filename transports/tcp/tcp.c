@@ -33,16 +33,13 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <inttypes.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,7 +116,11 @@ static const tern_option tcp_options[] = {
     {"port", TERN_OPT_INT, 0, 65535, NULL, "0",
      "data port the target listens on (0 = ephemeral, advertised in the descriptor)"},
     {"bind", TERN_OPT_STRING, 0, 0, NULL, NULL,
-     "address the data port binds (default: the host of the engine's server name)"},
+     "address the data port binds: that one NIC only (default: the host of the engine's "
+     "server name, and every other NIC when that is not a loopback address)"},
+    {"devices", TERN_OPT_STRING_LIST, 0, 0, NULL, NULL,
+     "interfaces to serve on, one data port each (default: every interface that is up, not "
+     "loopback and has an address of the server name's family)"},
     {"connections", TERN_OPT_INT, 1, 64, NULL, "4",
      "most connections per peer: one is opened first, more while its queue is deep"},
     {"io_threads", TERN_OPT_INT, 0, 256, NULL, "0",
@@ -234,6 +235,7 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
                          ? ctx->host.server_name : NULL;
     char snhost[TCP_HOST_MAX];
     host_of_server_name(sn, snhost, sizeof snhost);
+    ctx->bind_given = bind && *bind;
     if (bind && *bind)
         snprintf(ctx->bind_host, sizeof ctx->bind_host, "%s", bind);
     else
@@ -246,39 +248,6 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     if (!strcmp(ctx->bind_host, "*"))
         snprintf(ctx->bind_host, sizeof ctx->bind_host, "0.0.0.0");
     return 0;
-}
-
-/* The interface holding the bind address names our one device ("lo",
- * "eth0"); a wildcard or unknown address gives "tcp". */
-static void tcp_pick_device(tcp_ctx *ctx)
-{
-    snprintf(ctx->devname, sizeof ctx->devname, "tcp");
-    ctx->dev_sysfs[0] = 0;
-    struct ifaddrs *ifa = NULL;
-    if (getifaddrs(&ifa) != 0)
-        return;
-    for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
-        if (!i->ifa_addr || !i->ifa_name)
-            continue;
-        char buf[INET6_ADDRSTRLEN] = "";
-        int fam = i->ifa_addr->sa_family;
-        if (fam == AF_INET)
-            inet_ntop(fam, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf, sizeof buf);
-        else if (fam == AF_INET6)
-            inet_ntop(fam, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, buf, sizeof buf);
-        if (*buf && !strcmp(buf, ctx->bind_host)) {
-            snprintf(ctx->devname, sizeof ctx->devname, "%s", i->ifa_name);
-            break;
-        }
-    }
-    freeifaddrs(ifa);
-    char path[512];
-    struct stat st;
-    const char *root = TERN_HAS_MEMBER(ctx->host.struct_size, tern_host_services, sysfs_root) &&
-                               ctx->host.sysfs_root ? ctx->host.sysfs_root : "/sys";
-    snprintf(path, sizeof path, "%s/class/net/%s/device", root, ctx->devname);
-    if (stat(path, &st) == 0)
-        snprintf(ctx->dev_sysfs, sizeof ctx->dev_sysfs, "class/net/%s/device", ctx->devname);
 }
 
 /* ---- completions and warnings ------------------------------------------------ */
@@ -348,6 +317,8 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
     ctx->auth = tcp_auth_enabled(ctx);
     int rc = tcp_read_options(ctx, err, errlen);
     if (rc == 0)
+        rc = tcp_nics_pick(ctx, err, errlen);
+    if (rc == 0)
         rc = tcp_workers_start(ctx, err, errlen);
     if (rc == 0) {
         rc = tcp_server_start(ctx, err, errlen);
@@ -360,10 +331,11 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
         tcp_ctx_free(ctx);
         return rc;
     }
-    tcp_pick_device(ctx);
-    tcp_log(ctx, TERN_LOG_INFO, "data port %s:%d (bind %s), %d I/O threads, up to %d "
-            "connections per peer", ctx->adv_host, ctx->lport, ctx->bind_host,
-            ctx->nworkers, ctx->opt_nconn);
+    for (int i = 0; i < ctx->nnics; i++)
+        tcp_log(ctx, TERN_LOG_INFO, "device %s: data port %s:%d (bind %s)", ctx->nics[i].name,
+                ctx->nics[i].adv, ctx->nics[i].port, ctx->nics[i].bind);
+    tcp_log(ctx, TERN_LOG_INFO, "%d device(s), %d I/O threads, up to %d connections per peer "
+            "and device pair", ctx->nnics, ctx->nworkers, ctx->opt_nconn);
     *out = ctx;
     return 0;
 }
@@ -393,11 +365,14 @@ static int tcp_devices(void *vctx, tern_device_info *out, int max)
     tcp_ctx *ctx = vctx;
     if (!ctx || !out || max < 1)
         return TERN_ERR_INVAL;
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", ctx->devname);
-    snprintf(out->sysfs_path, sizeof out->sysfs_path, "%s", ctx->dev_sysfs);
-    out->numa_node = ctx->dev_sysfs[0] ? -2 : -1;
-    return 1;
+    int n = ctx->nnics < max ? ctx->nnics : max;
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        snprintf(out[i].name, sizeof out[i].name, "%s", ctx->nics[i].name);
+        snprintf(out[i].sysfs_path, sizeof out[i].sysfs_path, "%s", ctx->nics[i].sysfs);
+        out[i].numa_node = ctx->nics[i].sysfs[0] ? -2 : -1;
+    }
+    return n;
 }
 
 /* ---- registered memory --------------------------------------------------- */
@@ -518,10 +493,11 @@ static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
     ctx->nmr++;
     m->key = ctx->next_key++;
     pthread_rwlock_unlock(&ctx->mr_lock);
-    if (keys) {
+    if (keys) { /* informative only: TCP has no keys; one per device for the core */
         memset(keys, 0, sizeof *keys);
-        keys->ndev = 1;
-        keys->lkey[0] = keys->rkey[0] = m->key; /* informative only: TCP has no keys */
+        keys->ndev = ctx->nnics;
+        for (int d = 0; d < ctx->nnics; d++)
+            keys->lkey[d] = keys->rkey[d] = m->key;
     }
     *mr = m;
     return 0;
@@ -577,6 +553,16 @@ static int tcp_segment_describe(void *vctx, tern_desc *out)
     int rc = ctx->host.desc_set_str(out, "host", ctx->adv_host);
     if (rc == 0)
         rc = ctx->host.desc_set_u64(out, "port", (uint64_t)ctx->lport);
+    /* Several NICs: each one's address under "host@<device>", "port@<device>"
+     * (a reader that knows only "host" and "port" reaches the first one). */
+    for (int i = 0; rc == 0 && ctx->nnics > 1 && i < ctx->nnics; i++) {
+        char key[TERN_NAME_MAX + 8];
+        snprintf(key, sizeof key, "host@%s", ctx->nics[i].name);
+        rc = ctx->host.desc_set_str(out, key, ctx->nics[i].adv);
+        snprintf(key, sizeof key, "port@%s", ctx->nics[i].name);
+        if (rc == 0)
+            rc = ctx->host.desc_set_u64(out, key, (uint64_t)ctx->nics[i].port);
+    }
     if (rc == 0)
         rc = tcp_mc_describe(ctx, out);
     return rc;
@@ -595,12 +581,12 @@ static int tcp_query(void *vctx, const char *what, char *out, size_t outlen)
     int nsrv = ctx->nsrv, nun = ctx->nunproven;
     pthread_mutex_unlock(&ctx->srv_mu);
     snprintf(out, outlen,
-             "data port %s:%d, %d I/O threads, %d connections per peer, slice %" PRIu64
+             "data port %s:%d (%d device(s)), %d I/O threads, %d connections per peer, slice %" PRIu64
              ", %zu buffers, %d incoming connections (%d unproven), served %" PRIu64
              " requests (%" PRIu64 " refused), in %" PRIu64 " B, out %" PRIu64 " B, %" PRIu64
              " connects, %" PRIu64 " broken connections, %" PRIu64 " strangers evicted, %"
              PRIu64 " slow connections cut",
-             ctx->adv_host, ctx->lport, ctx->nworkers, ctx->opt_nconn, ctx->opt_slice_size,
+             ctx->adv_host, ctx->lport, ctx->nnics, ctx->nworkers, ctx->opt_nconn, ctx->opt_slice_size,
              nmr, nsrv, nun, (uint64_t)ctx->st_req_served, (uint64_t)ctx->st_refused,
              (uint64_t)ctx->st_bytes_in, (uint64_t)ctx->st_bytes_out,
              (uint64_t)ctx->st_connects, (uint64_t)ctx->st_conn_broken,
@@ -615,7 +601,8 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .abi_minor = 1,
     .name = "tcp",
     .version = "0.2.0",
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK | TERN_CAP_GPU_TARGET,
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK | TERN_CAP_GPU_TARGET |
+            TERN_CAP_MULTI_DEVICE,
     .options = tcp_options,
     .default_slice_size = 1u << 20,
     .init = tcp_init,
@@ -630,6 +617,6 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .ep_close = tcp_any_ep_close,
     .submit = tcp_any_submit,
     .poll = NULL, /* slices come back through the host service complete() */
-    .ep_reset = NULL,
+    .ep_reset = tcp_any_ep_reset, /* the core resets an endpoint whose NIC pair stalled */
     .query = tcp_query,
 };

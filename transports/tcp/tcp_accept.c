@@ -1,8 +1,9 @@
-/* transports/tcp/tcp_accept.c: the target's listening socket.  It lives
- * on the first I/O thread; each accepted connection is counted against the
- * budgets (tcp_budget.c), placed on the least busy I/O thread and handed
- * to its state machine (tcp_server.c).  Strangers a newer one evicted are
- * closed by their own worker (tcp_server_evict). */
+/* transports/tcp/tcp_accept.c: the target's listening sockets, one per NIC
+ * (tcp_nics.c).  NIC i's lives on I/O thread i mod io_threads; each
+ * accepted connection is counted against the budgets (tcp_budget.c),
+ * placed on the least busy I/O thread and handed to its state machine
+ * (tcp_server.c).  Strangers a newer one evicted are closed by their own
+ * worker (tcp_server_evict). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +32,12 @@ void tcp_server_evict(tcp_worker *w)
 }
 
 /* ---- accepting ------------------------------------------------------------------ */
+
+/* A listening socket and when its accept pause (tern/accept.h) ends. */
+typedef struct tcp_listener {
+    tcp_io io;
+    uint64_t resume_ms;              /* 0: not paused */
+} tcp_listener;
 
 static void srv_attach(void *arg)
 {
@@ -90,7 +97,7 @@ static void listener_on_event(tcp_io *io, uint32_t ev)
                                  "limit); accepting again in %d ms", strerror(errno),
                                  TERN_ACCEPT_PAUSE_MS);
                 tcp_io_mod(io, 0); /* the backlog keeps it readable: stop watching */
-                ctx->accept_resume_ms = tcp_now_ms() + TERN_ACCEPT_PAUSE_MS;
+                ((tcp_listener *)io)->resume_ms = tcp_now_ms() + TERN_ACCEPT_PAUSE_MS;
             }
             return;
         }
@@ -101,9 +108,9 @@ static void listener_on_event(tcp_io *io, uint32_t ev)
 /* Watch the listener again once its pause is over. */
 static void listener_on_tick(tcp_io *io, uint64_t now_ms)
 {
-    tcp_ctx *ctx = io->w->ctx;
-    if (ctx->accept_resume_ms && now_ms >= ctx->accept_resume_ms) {
-        ctx->accept_resume_ms = 0;
+    tcp_listener *l = (tcp_listener *)io;
+    if (l->resume_ms && now_ms >= l->resume_ms) {
+        l->resume_ms = 0;
         tcp_io_mod(io, EPOLLIN);
     }
 }
@@ -113,17 +120,19 @@ static void listener_free(tcp_io *io)
     free(io);
 }
 
-static int srv_listen(tcp_ctx *ctx, int *out, char *err, size_t errlen)
+static int srv_listen(tcp_ctx *ctx, tcp_nic *nic, int want_port, int *out, char *err,
+                      size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
     char port[16];
-    snprintf(port, sizeof port, "%d", ctx->opt_port);
-    int g = getaddrinfo(ctx->bind_host, port, &hints, &ai);
+    snprintf(port, sizeof port, "%d", want_port);
+    int g = getaddrinfo(nic->bind, port, &hints, &ai);
     if (g != 0)
         return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "tcp: cannot resolve bind address '%s': %s (check transports.tcp.bind "
-                        "or the engine's server_name)", ctx->bind_host, gai_strerror(g));
+                        "tcp: cannot resolve bind address '%s' (device %s): %s (check "
+                        "transports.tcp.bind or the engine's server_name)", nic->bind, nic->name,
+                        gai_strerror(g));
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0) {
@@ -137,16 +146,16 @@ static int srv_listen(tcp_ctx *ctx, int *out, char *err, size_t errlen)
             close(fd);
         freeaddrinfo(ai);
         return tcp_errf(err, errlen, TERN_ERR_IO,
-                        "tcp: cannot listen on %s port %d: %s (is the port in use? set "
-                        "transports.tcp.port to 0 for an ephemeral one)",
-                        ctx->bind_host, ctx->opt_port, strerror(e));
+                        "tcp: cannot listen on %s port %d (device %s): %s (is the port in use? "
+                        "set transports.tcp.port to 0 for an ephemeral one)",
+                        nic->bind, want_port, nic->name, strerror(e));
     }
     freeaddrinfo(ai);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(fd, (struct sockaddr *)&ss, &sl);
-    ctx->lport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    nic->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
     *out = fd;
     return 0;
 }
@@ -162,24 +171,41 @@ static void listener_add(void *arg)
     }
 }
 
-/* The listening socket goes on the first I/O thread; it stops with it. */
-int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen)
+/* NIC i's listening socket goes on I/O thread i (mod their count); it stops
+ * with it.  With an ephemeral port, the NICs after the first try the first
+ * one's port (one number to open in a firewall), else take their own. */
+static int srv_start_nic(tcp_ctx *ctx, int i, char *err, size_t errlen)
 {
-    int fd = -1;
-    int rc = srv_listen(ctx, &fd, err, errlen);
+    tcp_nic *nic = &ctx->nics[i];
+    int fd = -1, rc = -1;
+    if (i > 0 && ctx->opt_port == 0)
+        rc = srv_listen(ctx, nic, ctx->nics[0].port, &fd, err, errlen);
+    if (rc != 0)
+        rc = srv_listen(ctx, nic, ctx->opt_port, &fd, err, errlen);
     if (rc)
         return rc;
-    tcp_io *io = calloc(1, sizeof *io);
-    if (!io) {
+    tcp_listener *l = calloc(1, sizeof *l);
+    if (!l) {
         close(fd);
         return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory");
     }
-    io->fd = fd;
-    io->w = &ctx->workers[0];
-    io->on_event = listener_on_event;
-    io->on_tick = listener_on_tick;
-    io->on_free = listener_free;
-    ctx->listener = io;
-    tcp_worker_call(io->w, listener_add, io);
+    l->io.fd = fd;
+    l->io.w = &ctx->workers[i % ctx->nworkers];
+    l->io.on_event = listener_on_event;
+    l->io.on_tick = listener_on_tick;
+    l->io.on_free = listener_free;
+    tcp_worker_call(l->io.w, listener_add, &l->io);
+    return 0;
+}
+
+/* A failure leaves the listeners already started to tcp_workers_stop. */
+int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen)
+{
+    for (int i = 0; i < ctx->nnics; i++) {
+        int rc = srv_start_nic(ctx, i, err, errlen);
+        if (rc)
+            return rc;
+    }
+    ctx->lport = ctx->nics[0].port;
     return 0;
 }

@@ -614,14 +614,47 @@ static void ep_free(tcp_ep *ep)
     free(ep);
 }
 
+/* The peer device's address: "host@<device>" and "port@<device>" of the
+ * peer's blob when it publishes several NICs (the device is what follows
+ * the last '@' of the peer NIC path), else its one "host" and "port".
+ * A device address that is one of our own while the peer's main one is
+ * not (a private bridge such as docker0 with the same address on every
+ * host) would reach this host, maybe another engine on it: refused with
+ * TERN_ERR_CONNECT, which pauses that pair (docs/topology.md). */
+static int ep_peer_address(tcp_ctx *ctx, const tern_ep_params *p, const char **host,
+                           uint64_t *port, char *err, size_t errlen)
+{
+    const char *at = p->peer_nic_path ? strrchr(p->peer_nic_path, '@') : NULL;
+    const char *main_host = ctx->host.desc_get_str(p->peer_segment, "host");
+    if (at && strlen(at + 1) < TERN_NAME_MAX) {
+        char key[TERN_NAME_MAX + 8];
+        snprintf(key, sizeof key, "host@%s", at + 1);
+        *host = ctx->host.desc_get_str(p->peer_segment, key);
+        snprintf(key, sizeof key, "port@%s", at + 1);
+        if (*host && ctx->host.desc_get_u64(p->peer_segment, key, port) == 0) {
+            if (main_host && strcmp(*host, main_host) != 0 && tcp_addr_is_local(*host) &&
+                !tcp_addr_is_local(main_host))
+                return tcp_errf(err, errlen, TERN_ERR_CONNECT,
+                                "tcp: device %s of %s has address %s, one of this host's own "
+                                "(a bridge with the same address on both hosts?): not used",
+                                at + 1, p->peer_name ? p->peer_name : "?", *host);
+            return 0;
+        }
+    }
+    *host = main_host;
+    return ctx->host.desc_get_u64(p->peer_segment, "port", port);
+}
+
 int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen)
 {
     tcp_ctx *ctx = vctx;
     if (!ctx || !p || !out || !p->peer_segment)
         return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_open: missing parameters");
-    const char *host = ctx->host.desc_get_str(p->peer_segment, "host");
+    const char *host;
     uint64_t port = 0;
-    int rc = ctx->host.desc_get_u64(p->peer_segment, "port", &port);
+    int rc = ep_peer_address(ctx, p, &host, &port, err, errlen);
+    if (rc == TERN_ERR_CONNECT)
+        return rc;
     if (!host || !*host || strlen(host) >= TCP_HOST_MAX || rc != 0 || port == 0 || port > 65535)
         return tcp_errf(err, errlen, TERN_ERR_PROTOCOL,
                         "tcp ep_open: the segment of %s has no valid tcp address blob "
@@ -718,6 +751,40 @@ int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
     conn_up(c, fd);
     pthread_mutex_unlock(&c->mu);
     ep->connected = 1;
+    return 0;
+}
+
+/* A NIC pair that stalled (the core saw nothing come back while the
+ * peer's other pairs moved; a link that went down resets nothing): every
+ * slice on the endpoint fails now with TERN_ERR_TIMEOUT and the core sends
+ * it over another pair.  The sockets close with SO_LINGER 0, a reset: no
+ * byte still queued in them can reach the peer later, after the slice was
+ * sent again and its request completed.  The endpoint stays usable: the
+ * next slice on it connects again. */
+int tcp_ep_reset(void *vep)
+{
+    tcp_ep *ep = vep;
+    if (!ep)
+        return TERN_ERR_INVAL;
+    done_list d = {0};
+    for (int i = 0; i < ep->nconn; i++) {
+        tcp_conn *c = &ep->conns[i];
+        pthread_mutex_lock(&c->mu);
+        if (!atomic_load(&c->closed)) {
+            if (c->io.fd >= 0) {
+                struct linger lg = {1, 0};
+                setsockopt(c->io.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                conn_close_fd(c);
+                atomic_fetch_add(&ep->ctx->st_conn_broken, 1);
+            }
+            conn_reset_stream(c);
+            ring_fail_all(c, &d, TERN_ERR_TIMEOUT,
+                          "tcp: no progress on this NIC pair while others moved (reset)");
+            atomic_store(&c->state, TCP_C_OFF);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    done_flush(ep->ctx, &d);
     return 0;
 }
 

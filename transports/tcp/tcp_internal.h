@@ -16,6 +16,17 @@
 #define TCP_HOST_MAX 256
 #define TCP_RING_MIN 16
 #define TCP_TICK_MS 100
+#define TCP_NIC_MAX 16
+
+/* One NIC the data server listens on: a device of this transport, its own
+ * listener and address in the descriptor (tcp_nics.c). */
+typedef struct tcp_nic {
+    char name[TERN_NAME_MAX];        /* interface ("eth0", "lo"), "tcp" for a wildcard */
+    char sysfs[256];                 /* "class/net/<name>/device", "" when not PCI */
+    char bind[TCP_HOST_MAX];         /* address its listener binds */
+    char adv[TCP_HOST_MAX];          /* address advertised to peers */
+    int port;                        /* its listener's port, once listening */
+} tcp_nic;
 
 struct tcp_ctx;
 struct tcp_worker;
@@ -154,10 +165,13 @@ typedef struct tcp_ctx {
     int opt_progress_window_ms, opt_unregister_wait_ms, opt_reply_wait_us;
     uint64_t opt_progress_min_rate;
     uint64_t opt_slice_size;
-    char bind_host[TCP_HOST_MAX];    /* address the data server binds */
-    char adv_host[TCP_HOST_MAX];     /* address advertised to peers */
-    char devname[TERN_NAME_MAX];
-    char dev_sysfs[256];
+    char bind_host[TCP_HOST_MAX];    /* address the data server binds (the first NIC's) */
+    char adv_host[TCP_HOST_MAX];     /* address advertised to peers (the first NIC's) */
+    int bind_given;                  /* `bind` set: that address is the only NIC */
+
+    /* NICs: the devices, one listener each (tcp_nics.c); fixed after init */
+    tcp_nic nics[TCP_NIC_MAX];
+    int nnics;
 
     /* I/O threads */
     tcp_worker *workers;
@@ -165,9 +179,7 @@ typedef struct tcp_ctx {
     atomic_uint next_worker;
 
     /* data server */
-    int lport;
-    tcp_io *listener;
-    uint64_t accept_resume_ms;       /* accept paused (tern/accept.h) until; 0: not */
+    int lport;                       /* the first NIC's port */
     pthread_mutex_t srv_mu;          /* guards the counts and the stranger list */
     int nsrv, nunproven;
     tcp_srv_conn *strangers;         /* unproven connections, oldest first */
@@ -240,7 +252,15 @@ void tcp_io_mod(tcp_io *io, uint32_t events);
 void tcp_io_unlist(tcp_io *io); /* leaves the list; on_free runs after the batch */
 void tcp_io_list(tcp_io *io);
 
-/* tcp_accept.c */
+/* tcp_nics.c: the NICs from the bind address, the server name's host and
+ * the interfaces (docs/configuration.md, tcp: several NICs). */
+int tcp_nics_pick(tcp_ctx *ctx, char *err, size_t errlen);
+/* Our NIC of that name, -1 if none. */
+int tcp_nic_find(const tcp_ctx *ctx, const char *name);
+/* 1 when a numeric address is one of this host's own. */
+int tcp_addr_is_local(const char *host);
+
+/* tcp_accept.c: one listener per NIC */
 int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen);
 void tcp_server_evict(tcp_worker *w);
 
@@ -248,6 +268,9 @@ void tcp_server_evict(tcp_worker *w);
 int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
 int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen);
 void tcp_ep_close(void *vep);
+/* The core found the endpoint's NIC pair stalled: fail its slices now,
+ * drop its sockets, keep the endpoint (the next slice reconnects). */
+int tcp_ep_reset(void *vep);
 int tcp_submit(void *vep, tern_slice *const *slices, int n);
 
 /* tcp_mooncake_glue.c: Mooncake's data format wired into the transport */
@@ -258,6 +281,7 @@ int tcp_mc_describe(tcp_ctx *ctx, tern_desc *out);
 int tcp_any_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);
 int tcp_any_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen);
 void tcp_any_ep_close(void *vep);
+int tcp_any_ep_reset(void *vep);
 int tcp_any_submit(void *vep, tern_slice *const *slices, int n);
 
 #endif

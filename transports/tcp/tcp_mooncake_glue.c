@@ -190,6 +190,15 @@ void tcp_any_ep_close(void *vep)
     free(g);
 }
 
+/* Only tern's wire resets: a Mooncake-format endpoint is closed and
+ * reopened by the core instead. */
+int tcp_any_ep_reset(void *vep)
+{
+    if (!vep || *(int *)vep != TCP_WIRE_MOONCAKE)
+        return tcp_ep_reset(vep);
+    return TERN_ERR_NOT_SUPPORTED;
+}
+
 int tcp_any_submit(void *vep, tern_slice *const *slices, int n)
 {
     if (vep && *(int *)vep == TCP_WIRE_MOONCAKE)
