@@ -111,7 +111,7 @@ hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | &&
 memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
 mooncake-no-progress-floor | - | if \(\Kbelow_floor\(g, t0, done\)(?=\)) | 0 && below_floor(g, t0, done) | test_hostile | hostile/mooncake_port_budgets_silent_and_trickled
 shm-unregister-no-drain | - | if \(\Krc == 0 && shm_drain_wait\(ctx, seq(?=,) | 0 && shm_drain_wait(ctx, seq | test_shm_integration | shm_integration/no_byte_lands_after_the_peer_unregistered
-etcd-election-not-retried | - | if \(status >= 500\)\n\s+\K\*retry = 2; | (void)0; | test_etcd_cluster | -
+etcd-election-not-retried | - | if \(r\.status >= 500\)\n\s+\K\*retry = 2; | (void)0; | test_etcd_cluster | -
 route-ignores-op-caps | - | if \(\Kx->ops->caps & TERN_CAP_OP\(op\)(?=\)) | 1 | test_datapath | datapath/transport_without_write_is_never_sent_a_write
 caps-no-default-for-1.0 | - | t->caps \|= \KTERN_CAP_READ \| TERN_CAP_WRITE(?=;) | 0 | test_datapath | datapath/abi10_plugin_built_against_the_old_header_moves_data
 # -- the step after a call, the exact edge, the bounded recovery (tests/core/test_after.c)
