@@ -258,7 +258,9 @@ int tern_batch_state(tern_batch *batch, size_t index, tern_request_state *out);
  *
  * Wait until no request is WAITING/PENDING, or timeout_ms passes (-1 =
  * forever).  Returns 0 when all ended COMPLETED, TERN_ERR_TIMEOUT when the
- * wait timed out, or the first failed request's error otherwise. */
+ * wait timed out, or the first failed request's error otherwise -- which
+ * may itself be TERN_ERR_TIMEOUT (a request whose peer went silent): when
+ * the difference matters, tern_batch_state tells whether any is pending. */
 int tern_batch_wait(tern_batch *batch, int timeout_ms);
 /* The message of the failure of request `index` ("" if none). */
 const char *tern_batch_error(tern_batch *batch, size_t index);
