@@ -25,10 +25,11 @@
  *    only one on its connection) is waited for inside submit(), up to
  *    reply_wait_us, and its reply read on the caller's thread: a round
  *    trip then wakes one thread on each side, as a plain ping-pong does.
- *  - Registered ranges: a sorted array under a rwlock held only to look up
- *    or change it.  A transfer pins its range; deregistration waits for the
- *    transfers on that range only, up to unregister_wait_ms, then revokes
- *    the range so no further byte is moved there.
+ *  - Registered ranges (tcp_mr.c): a sorted array under a rwlock held only
+ *    to look up or change it.  A transfer pins its range; deregistration
+ *    waits for the transfers on that range only, up to unregister_wait_ms,
+ *    then revokes the range so no further byte is moved there.
+ *  - tcp_util.c, at the bottom: the log, error names, socket options.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -47,68 +48,6 @@
 #include "tcp_internal.h"
 #include "tcp_wire.h"
 #include "tern/tern.h"
-
-/* ---- small helpers -------------------------------------------------------- */
-
-void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (ctx && ctx->host.log)
-        /* the host names the transport itself */
-        ctx->host.log(ctx->host.host, level, "%s", strncmp(msg, "tcp: ", 5) ? msg : msg + 5);
-    else if (level <= TERN_LOG_WARN)
-        fprintf(stderr, "tern tcp: %s\n", msg);
-}
-
-int tcp_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-const char *tcp_errname(int code)
-{
-    switch (code) {
-    case TERN_OK: return "ok";
-    case TERN_ERR_INVAL: return "TERN_ERR_INVAL";
-    case TERN_ERR_NOMEM: return "TERN_ERR_NOMEM";
-    case TERN_ERR_IO: return "TERN_ERR_IO";
-    case TERN_ERR_TIMEOUT: return "TERN_ERR_TIMEOUT";
-    case TERN_ERR_PROTOCOL: return "TERN_ERR_PROTOCOL";
-    case TERN_ERR_CONNECT: return "TERN_ERR_CONNECT";
-    case TERN_ERR_RANGE: return "TERN_ERR_RANGE";
-    case TERN_ERR_CLOSED: return "TERN_ERR_CLOSED";
-    default: return "error";
-    }
-}
-
-uint64_t tcp_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Socket options every data connection gets (both sides). */
-void tcp_sock_tune(tcp_ctx *ctx, int fd)
-{
-    int one = 1;
-    if (ctx->opt_nodelay)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (ctx->opt_sndbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &ctx->opt_sndbuf, sizeof ctx->opt_sndbuf);
-    if (ctx->opt_rcvbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &ctx->opt_rcvbuf, sizeof ctx->opt_rcvbuf);
-}
 
 /* ---- options --------------------------------------------------------------- */
 
@@ -223,11 +162,12 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
         ctx->opt_unproven_per_source = 1;
     ctx->opt_nodelay = opt_bool(ctx, "nodelay", 1);
     if (ctx->opt_port < 0 || ctx->opt_port > 65535)
-        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "transports.tcp.port: %d is not a port (0..65535)", ctx->opt_port);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.tcp.port: %d is not a port (0..65535)", ctx->opt_port);
     if (ctx->opt_nconn < 1 || ctx->opt_nconn > 64)
-        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "transports.tcp.connections: %d is out of range 1..64", ctx->opt_nconn);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.tcp.connections: %d is out of range 1..64",
+                             ctx->opt_nconn);
     if (ctx->opt_max_server_conns < 1)
         ctx->opt_max_server_conns = 4096;
     const char *bind = ctx->host.config_get ? ctx->host.config_get(ctx->host.host, "bind") : NULL;
@@ -250,37 +190,6 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
     return 0;
 }
 
-/* ---- completions and warnings ------------------------------------------------ */
-
-void tcp_complete(tcp_ctx *ctx, tern_slice *s)
-{
-    ctx->host.complete(ctx->host.host, s);
-}
-
-void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
-{
-    uint64_t now = tcp_now_ms(), last = atomic_load(&rl->last_ms);
-    if (last && tcp_since(now, last) < 1000) {
-        atomic_fetch_add(&rl->skipped, 1);
-        return;
-    }
-    if (!atomic_compare_exchange_strong(&rl->last_ms, &last, now ? now : 1)) {
-        atomic_fetch_add(&rl->skipped, 1);
-        return;
-    }
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    uint64_t skipped = atomic_exchange(&rl->skipped, 0);
-    if (skipped)
-        tcp_log(ctx, TERN_LOG_WARN, "%s (%" PRIu64 " more like it in the last %" PRIu64
-                " ms not shown)", msg, skipped, last ? tcp_since(now, last) : 0);
-    else
-        tcp_log(ctx, TERN_LOG_WARN, "%s", msg);
-}
-
 /* ---- init / fini ------------------------------------------------------------ */
 
 static void tcp_ctx_free(tcp_ctx *ctx)
@@ -297,14 +206,14 @@ static void tcp_ctx_free(tcp_ctx *ctx)
 static int tcp_init(const tern_host_services *host, void **out, char *err, size_t errlen)
 {
     if (!host || !out)
-        return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp init: host services missing");
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "tcp init: host services missing");
     if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
-        return tcp_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
-                        "tcp init: the host does not offer the complete() service (transport "
-                        "ABI 1.1); this transport needs a core of ABI 1.1 or later");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
+                             "tcp init: the host does not offer the complete() service (transport "
+                             "ABI 1.1); this transport needs a core of ABI 1.1 or later");
     tcp_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp init: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp init: out of memory");
     size_t n = host->struct_size < sizeof ctx->host ? host->struct_size : sizeof ctx->host;
     memcpy(&ctx->host, host, n);
     ctx->host.struct_size = (uint32_t)n;
@@ -376,172 +285,6 @@ static int tcp_devices(void *vctx, tern_device_info *out, int max)
 }
 
 /* ---- registered memory --------------------------------------------------- */
-
-/* Index of the first range whose addr > a (binary search). */
-static size_t mr_upper(const tcp_ctx *ctx, uint64_t a)
-{
-    size_t lo = 0, hi = ctx->nmr;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ctx->mrs[mid]->addr <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Caller holds mr_lock.  Overflow-safe. */
-static tcp_mr *mr_find_locked(const tcp_ctx *ctx, uint64_t addr, uint64_t len)
-{
-    if (len == 0 || addr + len < addr)
-        return NULL;
-    size_t i = mr_upper(ctx, addr);
-    if (i == 0)
-        return NULL;
-    tcp_mr *m = ctx->mrs[i - 1];
-    uint64_t off = addr - m->addr;   /* addr >= m->addr here */
-    if (off >= m->len || len > m->len - off)
-        return NULL;
-    return m;
-}
-
-tcp_mr *tcp_mr_pin(tcp_ctx *ctx, uint64_t addr, uint64_t len)
-{
-    pthread_rwlock_rdlock(&ctx->mr_lock);
-    tcp_mr *m = mr_find_locked(ctx, addr, len);
-    if (m)
-        atomic_fetch_add(&m->refs, 1);
-    pthread_rwlock_unlock(&ctx->mr_lock);
-    return m;
-}
-
-void tcp_mr_unpin(tcp_mr *m)
-{
-    if (atomic_fetch_sub(&m->refs, 1) == 1)
-        free(m);
-}
-
-/* With tcp_mr_deregister's store of `revoked` then load of `io`, either
- * the deregistration sees this call in progress and waits for it, or this
- * call sees the range revoked and moves nothing (sequentially consistent
- * atomics on both sides). */
-int tcp_mr_io_begin(tcp_mr *m)
-{
-    atomic_fetch_add(&m->io, 1);
-    if (atomic_load(&m->revoked)) {
-        atomic_fetch_sub(&m->io, 1);
-        return -1;
-    }
-    return 0;
-}
-
-void tcp_mr_io_end(tcp_mr *m)
-{
-    atomic_fetch_sub(&m->io, 1);
-}
-
-static int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *keys,
-                           void **mr, char *err, size_t errlen)
-{
-    tcp_ctx *ctx = vctx;
-    uint64_t a = (uint64_t)(uintptr_t)addr;
-    if (!ctx || !addr || !len || !mr)
-        return tcp_errf(err, errlen, TERN_ERR_INVAL,
-                        "tcp mr_register: NULL address or zero length (addr %p, len %zu)",
-                        addr, len);
-    if (a + len < a)
-        return tcp_errf(err, errlen, TERN_ERR_INVAL,
-                        "tcp mr_register: [%p, +%zu) wraps around the address space", addr, len);
-    tcp_mr *m = calloc(1, sizeof *m);
-    if (!m)
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp mr_register: out of memory");
-    m->addr = a;
-    m->len = len;
-    /* Device memory is reached through a bounce buffer (tcp_server.c). */
-    m->gpu = TERN_HAS_MEMBER(ctx->host.struct_size, tern_host_services, mem_copy) &&
-                     ctx->host.mem_gpu && ctx->host.mem_copy
-                 ? ctx->host.mem_gpu(ctx->host.host, addr) : -1;
-    atomic_init(&m->refs, 1); /* the table's */
-    pthread_rwlock_wrlock(&ctx->mr_lock);
-    size_t i = mr_upper(ctx, a);
-    int overlap = (i > 0 && ctx->mrs[i - 1]->addr + ctx->mrs[i - 1]->len > a) ||
-                  (i < ctx->nmr && ctx->mrs[i]->addr < a + len);
-    if (overlap) {
-        const tcp_mr *o = (i > 0 && ctx->mrs[i - 1]->addr + ctx->mrs[i - 1]->len > a)
-                              ? ctx->mrs[i - 1] : ctx->mrs[i];
-        uint64_t oa = o->addr, ol = o->len;
-        pthread_rwlock_unlock(&ctx->mr_lock);
-        free(m);
-        return tcp_errf(err, errlen, TERN_ERR_EXISTS,
-                        "tcp mr_register: [0x%" PRIx64 ", +%zu) overlaps registered "
-                        "[0x%" PRIx64 ", +%" PRIu64 ")", a, len, oa, ol);
-    }
-    if (ctx->nmr == ctx->capmr) {
-        size_t nc = ctx->capmr ? ctx->capmr * 2 : 16;
-        tcp_mr **nm = realloc(ctx->mrs, nc * sizeof *nm);
-        if (!nm) {
-            pthread_rwlock_unlock(&ctx->mr_lock);
-            free(m);
-            return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp mr_register: out of memory");
-        }
-        ctx->mrs = nm;
-        ctx->capmr = nc;
-    }
-    memmove(&ctx->mrs[i + 1], &ctx->mrs[i], (ctx->nmr - i) * sizeof *ctx->mrs);
-    ctx->mrs[i] = m;
-    ctx->nmr++;
-    m->key = ctx->next_key++;
-    pthread_rwlock_unlock(&ctx->mr_lock);
-    if (keys) { /* informative only: TCP has no keys; one per device for the core */
-        memset(keys, 0, sizeof *keys);
-        keys->ndev = ctx->nnics;
-        for (int d = 0; d < ctx->nnics; d++)
-            keys->lkey[d] = keys->rkey[d] = m->key;
-    }
-    *mr = m;
-    return 0;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {0, us * 1000L};
-    nanosleep(&ts, NULL);
-}
-
-static int tcp_mr_deregister(void *vctx, void *vmr)
-{
-    tcp_ctx *ctx = vctx;
-    tcp_mr *m = vmr;
-    if (!ctx || !m)
-        return TERN_ERR_INVAL;
-    pthread_rwlock_wrlock(&ctx->mr_lock);
-    size_t i;
-    for (i = 0; i < ctx->nmr && ctx->mrs[i] != m; i++)
-        ;
-    if (i == ctx->nmr) {
-        pthread_rwlock_unlock(&ctx->mr_lock);
-        return TERN_ERR_NOT_FOUND;
-    }
-    memmove(&ctx->mrs[i], &ctx->mrs[i + 1], (ctx->nmr - i - 1) * sizeof *ctx->mrs);
-    ctx->nmr--;
-    pthread_rwlock_unlock(&ctx->mr_lock);
-    /* No new transfer finds the range now.  Those under way on it finish,
-     * up to unregister_wait_ms; then the rest are revoked. */
-    uint64_t end = tcp_now_ms() + (uint64_t)ctx->opt_unregister_wait_ms;
-    while (atomic_load(&m->refs) > 1 && tcp_now_ms() < end)
-        sleep_us(200);
-    if (atomic_load(&m->refs) > 1)
-        tcp_log(ctx, TERN_LOG_WARN,
-                "deregistering [0x%" PRIx64 ", +%" PRIu64 "): %d transfer(s) on it did not "
-                "finish within unregister_wait_ms (%d ms); they are cut off",
-                m->addr, m->len, atomic_load(&m->refs) - 1, ctx->opt_unregister_wait_ms);
-    atomic_store(&m->revoked, 1);
-    while (atomic_load(&m->io) > 0) /* one non-blocking system call at most */
-        sleep_us(20);
-    tcp_mr_unpin(m);
-    return 0;
-}
 
 /* ---- descriptor -------------------------------------------------------------- */
 

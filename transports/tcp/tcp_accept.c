@@ -3,7 +3,7 @@
  * accepted connection is counted against the budgets (tcp_budget.c),
  * placed on the least busy I/O thread and handed to its state machine
  * (tcp_server.c).  Strangers a newer one evicted are closed by their own
- * worker (tcp_server_evict). */
+ * worker, from the connection's on_tick (tcp_server.c). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,20 +16,6 @@
 
 #include "tcp_server.h"
 #include "tern/accept.h"
-
-/* Worker: drop the connections a newer stranger evicted.  One that proved
- * itself since (its request had not arrived when it was chosen as idle,
- * and this worker has served it meanwhile) is established now: its
- * stranger slot is free already, so it stays. */
-void tcp_server_evict(tcp_worker *w)
-{
-    for (tcp_io *io = w->list, *next; io; io = next) {
-        next = io->next;
-        tcp_srv_conn *c = (tcp_srv_conn *)io;
-        if (tcp_srv_is_conn(io) && atomic_load(&c->evict) && !c->proven)
-            tcp_srv_close(c, TERN_LOG_DEBUG, "evicted to make room");
-    }
-}
 
 /* ---- accepting ------------------------------------------------------------------ */
 
@@ -97,7 +83,7 @@ static void listener_on_event(tcp_io *io, uint32_t ev)
                                  "limit); accepting again in %d ms", strerror(errno),
                                  TERN_ACCEPT_PAUSE_MS);
                 tcp_io_mod(io, 0); /* the backlog keeps it readable: stop watching */
-                ((tcp_listener *)io)->resume_ms = tcp_now_ms() + TERN_ACCEPT_PAUSE_MS;
+                ((tcp_listener *)io)->resume_ms = tern_kit_now_ms() + TERN_ACCEPT_PAUSE_MS;
             }
             return;
         }
@@ -129,10 +115,10 @@ static int srv_listen(tcp_ctx *ctx, tcp_nic *nic, int want_port, int *out, char 
     snprintf(port, sizeof port, "%d", want_port);
     int g = getaddrinfo(nic->bind, port, &hints, &ai);
     if (g != 0)
-        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "tcp: cannot resolve bind address '%s' (device %s): %s (check "
-                        "transports.tcp.bind or the engine's server_name)", nic->bind, nic->name,
-                        gai_strerror(g));
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "tcp: cannot resolve bind address '%s' (device %s): %s (check "
+                             "transports.tcp.bind or the engine's server_name)",
+                             nic->bind, nic->name, gai_strerror(g));
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0) {
@@ -145,10 +131,11 @@ static int srv_listen(tcp_ctx *ctx, tcp_nic *nic, int want_port, int *out, char 
         if (fd >= 0)
             close(fd);
         freeaddrinfo(ai);
-        return tcp_errf(err, errlen, TERN_ERR_IO,
-                        "tcp: cannot listen on %s port %d (device %s): %s (is the port in use? "
-                        "set transports.tcp.port to 0 for an ephemeral one)",
-                        nic->bind, want_port, nic->name, strerror(e));
+        return tern_kit_errf(
+            err, errlen, TERN_ERR_IO,
+            "tcp: cannot listen on %s port %d (device %s): %s (is the port in use? "
+            "set transports.tcp.port to 0 for an ephemeral one)",
+            nic->bind, want_port, nic->name, strerror(e));
     }
     freeaddrinfo(ai);
     struct sockaddr_storage ss;
@@ -187,7 +174,7 @@ static int srv_start_nic(tcp_ctx *ctx, int i, char *err, size_t errlen)
     tcp_listener *l = calloc(1, sizeof *l);
     if (!l) {
         close(fd);
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory");
     }
     l->io.fd = fd;
     l->io.w = &ctx->workers[i % ctx->nworkers];

@@ -26,9 +26,9 @@ int tcp_auth_enabled(const tcp_ctx *ctx)
 static int tcp_auth_io(const tcp_ctx *ctx, int fd, void *buf, size_t len, int out)
 {
     size_t done = 0;
-    uint64_t deadline = tcp_now_ms() + (uint64_t)ctx->io_timeout_ms;
+    uint64_t deadline = tern_kit_now_ms() + (uint64_t)ctx->io_timeout_ms;
     while (done < len) {
-        uint64_t now = tcp_now_ms();
+        uint64_t now = tern_kit_now_ms();
         if (now >= deadline)
             return TERN_ERR_TIMEOUT;
         struct pollfd p = {.fd = fd, .events = out ? POLLOUT : POLLIN};
@@ -132,41 +132,44 @@ int tcp_auth_client(tcp_ctx *ctx, int fd, const char *peer, const char *segment,
     const char *self = tcp_auth_self(ctx);
     segment = segment ? segment : "";
     if (strlen(self) >= TCP_AUTH_NAME_MAX || strlen(segment) >= TCP_AUTH_NAME_MAX)
-        return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp: segment name longer than %d bytes",
-                        TCP_AUTH_NAME_MAX - 1);
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "tcp: segment name longer than %d bytes",
+                             TCP_AUTH_NAME_MAX - 1);
     if (tcp_auth_hello(ctx, segment, hello, nc) != 0)
-        return tcp_errf(err, errlen, TERN_ERR_IO, "tcp: no random nonce for authentication");
+        return tern_kit_errf(err, errlen, TERN_ERR_IO, "tcp: no random nonce for authentication");
     int rc = tcp_auth_io(ctx, fd, hello, sizeof hello, 1);
     if (!rc)
         rc = tcp_auth_io(ctx, fd, ch, sizeof ch, 0);
     if (rc || tcp_get32(ch) != TCP_AUTH_CHALLENGE)
-        return tcp_errf(err, errlen, TERN_ERR_AUTH,
-                        "authentication failed: peer %s did not prove the shared secret (its "
-                        "data port %s; is auth_secret_file set on the peer?)", peer,
-                        rc ? "closed or did not answer the authentication request"
-                           : "answered something else than a challenge");
+        return tern_kit_errf(err, errlen, TERN_ERR_AUTH,
+                             "authentication failed: peer %s did not prove the shared secret (its "
+                             "data port %s; is auth_secret_file set on the peer?)",
+                             peer,
+                             rc ? "closed or did not answer the authentication request"
+                                : "answered something else than a challenge");
     if ((int32_t)tcp_get32(ch + 4) != 0)
-        return tcp_errf(err, errlen, TERN_ERR_AUTH,
-                        "authentication failed: the engine at data port %s is not segment %s "
-                        "(it refused to answer for that name: the descriptor of %s points at "
-                        "another engine, or the peer is an older tern)", peer, segment,
-                        segment);
+        return tern_kit_errf(err, errlen, TERN_ERR_AUTH,
+                             "authentication failed: the engine at data port %s is not segment %s "
+                             "(it refused to answer for that name: the descriptor of %s points at "
+                             "another engine, or the peer is an older tern)",
+                             peer, segment, segment);
     if (tcp_auth_proof(ctx, "tern-tcp-target", nc, ch + 8, self, segment, want) != 0 ||
         !tcp_auth_equal(want, ch + 40, 32))
-        return tcp_errf(err, errlen, TERN_ERR_AUTH,
-                        "authentication failed: peer %s did not prove the shared secret as "
-                        "segment %s (check auth_secret_file on both sides, and that the "
-                        "descriptor of %s is its own)", peer, segment, segment);
+        return tern_kit_errf(err, errlen, TERN_ERR_AUTH,
+                             "authentication failed: peer %s did not prove the shared secret as "
+                             "segment %s (check auth_secret_file on both sides, and that the "
+                             "descriptor of %s is its own)",
+                             peer, segment, segment);
     tcp_put32(pr, TCP_AUTH_PROOF);
     if (tcp_auth_proof(ctx, "tern-tcp-initiator", ch + 8, nc, self, segment, pr + 8) != 0)
-        return tcp_errf(err, errlen, TERN_ERR_IO, "tcp: auth_mac failed");
+        return tern_kit_errf(err, errlen, TERN_ERR_IO, "tcp: auth_mac failed");
     rc = tcp_auth_io(ctx, fd, pr, sizeof pr, 1);
     if (!rc)
         rc = tcp_auth_io(ctx, fd, v, sizeof v, 0);
     if (rc || tcp_get32(v) != TCP_AUTH_VERDICT || (int32_t)tcp_get32(v + 4) != 0)
-        return tcp_errf(err, errlen, TERN_ERR_AUTH,
-                        "authentication failed: peer %s refused our proof of the shared "
-                        "secret (check auth_secret_file on both sides)", peer);
+        return tern_kit_errf(err, errlen, TERN_ERR_AUTH,
+                             "authentication failed: peer %s refused our proof of the shared "
+                             "secret (check auth_secret_file on both sides)",
+                             peer);
     return 0;
 }
 

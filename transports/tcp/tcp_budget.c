@@ -5,7 +5,8 @@
  * and in total, and the oldest idle one is dropped to make room for a new
  * one; established connections can use all of max_server_connections.
  * The stranger list and the counts are guarded by ctx->srv_mu; a stranger
- * is dropped by its own worker (evict flags, tcp_accept.c). */
+ * is dropped by its own worker (the evict flag, read by the connection's
+ * on_tick in tcp_server.c). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ static void stranger_evict_locked(tcp_ctx *ctx, tcp_srv_conn *c)
 {
     stranger_unlink_locked(ctx, c);
     atomic_store(&c->evict, 1);
-    atomic_store(&c->io.w->evict, 1);
+    atomic_store(&c->io.w->tick_now, 1); /* its on_tick closes it (tcp_server.c) */
     tcp_worker_wake(c->io.w);
     atomic_fetch_add(&ctx->st_evicted, 1);
 }

@@ -196,8 +196,8 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
     tcp_ctx *ctx = ep->ctx;
     int fd = socket(ep->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return tcp_errf(err, errlen, TERN_ERR_IO, "tcp: socket() for %s: %s", ep->peer,
-                        strerror(errno));
+        return tern_kit_errf(err, errlen, TERN_ERR_IO, "tcp: socket() for %s: %s", ep->peer,
+                             strerror(errno));
     tcp_sock_tune(ctx, fd);
     int rc = connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
@@ -210,9 +210,10 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
         socklen_t sl = sizeof soerr;
         if (n == 0) {
             close(fd);
-            return tcp_errf(err, errlen, TERN_ERR_CONNECT,
-                            "tcp: connect to data port %s timed out after %d ms (is the "
-                            "target up and reachable?)", ep->peer, ctx->io_timeout_ms);
+            return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                                 "tcp: connect to data port %s timed out after %d ms (is the "
+                                 "target up and reachable?)",
+                                 ep->peer, ctx->io_timeout_ms);
         }
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
         errno = soerr;
@@ -221,10 +222,10 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
     if (rc != 0) {
         int e = errno;
         close(fd);
-        return tcp_errf(err, errlen, TERN_ERR_CONNECT,
-                        "tcp: connect to data port %s failed: %s (is the target running and "
-                        "is its advertised tcp host/port reachable from here?)", ep->peer,
-                        strerror(e));
+        return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                             "tcp: connect to data port %s failed: %s (is the target running and "
+                             "is its advertised tcp host/port reachable from here?)",
+                             ep->peer, strerror(e));
     }
     rc = tcp_auth_client(ctx, fd, ep->peer, ep->segment, err, errlen);
     if (rc) {
@@ -291,7 +292,7 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
             conn_break(c, d, TERN_ERR_CLOSED, why);
             return;
         }
-        c->last_progress_ms = tcp_now_ms();
+        c->last_progress_ms = tern_kit_now_ms();
         sent += (uint64_t)n;
         uint64_t left = (uint64_t)n;
         while (left) {
@@ -367,7 +368,7 @@ static int conn_take_reply(tcp_conn *c, done_list *d, const uint8_t *p)
 static int conn_recv_result(tcp_conn *c, done_list *d, ssize_t n)
 {
     if (n > 0) {
-        c->last_progress_ms = tcp_now_ms();
+        c->last_progress_ms = tern_kit_now_ms();
         return 1;
     }
     if (n == 0) {
@@ -537,7 +538,7 @@ static void conn_up(tcp_conn *c, int fd)
     c->io.fd = fd;
     c->fresh = 1;
     conn_reset_stream(c);
-    c->last_progress_ms = c->last_used_ms = tcp_now_ms();
+    c->last_progress_ms = c->last_used_ms = tern_kit_now_ms();
     atomic_fetch_add(&c->io.w->nconn, 1);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->io};
     epoll_ctl(c->io.w->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -595,9 +596,10 @@ static int ep_resolve(tcp_ep *ep, char *err, size_t errlen)
     snprintf(port, sizeof port, "%u", ep->port);
     int g = getaddrinfo(ep->host, port, &hints, &ai);
     if (g != 0)
-        return tcp_errf(err, errlen, TERN_ERR_CONNECT,
-                        "tcp: cannot resolve the peer's data host '%s': %s (check the "
-                        "peer's transports.tcp.bind / server name)", ep->host, gai_strerror(g));
+        return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                             "tcp: cannot resolve the peer's data host '%s': %s (check the "
+                             "peer's transports.tcp.bind / server name)",
+                             ep->host, gai_strerror(g));
     memcpy(&ep->addr, ai->ai_addr, ai->ai_addrlen);
     ep->addrlen = ai->ai_addrlen;
     freeaddrinfo(ai);
@@ -634,10 +636,10 @@ static int ep_peer_address(tcp_ctx *ctx, const tern_ep_params *p, const char **h
         if (*host && ctx->host.desc_get_u64(p->peer_segment, key, port) == 0) {
             if (main_host && strcmp(*host, main_host) != 0 && tcp_addr_is_local(*host) &&
                 !tcp_addr_is_local(main_host))
-                return tcp_errf(err, errlen, TERN_ERR_CONNECT,
-                                "tcp: device %s of %s has address %s, one of this host's own "
-                                "(a bridge with the same address on both hosts?): not used",
-                                at + 1, p->peer_name ? p->peer_name : "?", *host);
+                return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                                     "tcp: device %s of %s has address %s, one of this host's own "
+                                     "(a bridge with the same address on both hosts?): not used",
+                                     at + 1, p->peer_name ? p->peer_name : "?", *host);
             return 0;
         }
     }
@@ -649,21 +651,21 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
 {
     tcp_ctx *ctx = vctx;
     if (!ctx || !p || !out || !p->peer_segment)
-        return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_open: missing parameters");
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_open: missing parameters");
     const char *host;
     uint64_t port = 0;
     int rc = ep_peer_address(ctx, p, &host, &port, err, errlen);
     if (rc == TERN_ERR_CONNECT)
         return rc;
     if (!host || !*host || strlen(host) >= TCP_HOST_MAX || rc != 0 || port == 0 || port > 65535)
-        return tcp_errf(err, errlen, TERN_ERR_PROTOCOL,
-                        "tcp ep_open: the segment of %s has no valid tcp address blob "
-                        "(need {\"host\": string, \"port\": 1..65535}; got host %s, port %"
-                        PRIu64 ")", p->peer_name ? p->peer_name : "?", host ? host : "(none)",
-                        port);
+        return tern_kit_errf(
+            err, errlen, TERN_ERR_PROTOCOL,
+            "tcp ep_open: the segment of %s has no valid tcp address blob "
+            "(need {\"host\": string, \"port\": 1..65535}; got host %s, port %" PRIu64 ")",
+            p->peer_name ? p->peer_name : "?", host ? host : "(none)", port);
     tcp_ep *ep = calloc(1, sizeof *ep);
     if (!ep)
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
     ep->ctx = ctx;
     snprintf(ep->host, sizeof ep->host, "%s", host);
     ep->port = (uint16_t)port;
@@ -674,7 +676,7 @@ int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size
     ep->conns = calloc((size_t)ep->nconn, sizeof *ep->conns);
     if (!ep->conns) {
         free(ep);
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
     }
     /* The connections of one peer go to different I/O threads, so one large
      * transfer is copied on several cores. */
@@ -734,7 +736,7 @@ int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
     tcp_ep *ep = vep;
     (void)peer; /* no handshake: the segment blob had everything */
     if (!ep)
-        return tcp_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_connect: NULL endpoint");
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "tcp ep_connect: NULL endpoint");
     if (ep->connected)
         return 0;
     int fd;
@@ -744,7 +746,7 @@ int tcp_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
     for (int i = 0; i < ep->nconn; i++)
         if (tcp_worker_post(ep->conns[i].io.w, conn_list_cmd, &ep->conns[i]) != 0) {
             close(fd);
-            return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_connect: out of memory");
+            return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_connect: out of memory");
         }
     tcp_conn *c = &ep->conns[0];
     pthread_mutex_lock(&c->mu);
@@ -923,7 +925,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
                  .length = s->length};
     tcp_req_encode(e->hdr, &q);
     if (c->count == 0)
-        c->last_progress_ms = tcp_now_ms();
+        c->last_progress_ms = tern_kit_now_ms();
     c->count++;
     c->last_used_ms = c->last_progress_ms;
     lone_learn(c);

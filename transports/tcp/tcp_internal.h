@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "tern/transport.h"
+#include "tern/plugin_kit.h"
 
 #define TCP_HOST_MAX 256
 #define TCP_RING_MIN 16
@@ -73,7 +73,8 @@ typedef struct tcp_worker {
     pthread_cond_t cv;         /* a sync command finished */
     tcp_cmd *cmd_head, *cmd_tail;
     int stop;
-    atomic_int evict;          /* a connection of this worker was told to go */
+    atomic_int tick_now;       /* a socket has something to do at once (an evicted
+                                  stranger, tcp_budget.c): tick without waiting */
     atomic_int nconn;          /* connections it serves (for placement) */
     tcp_io *list;              /* worker-private */
     tcp_io *grave;             /* closed this batch, freed after it */
@@ -208,16 +209,13 @@ typedef struct tcp_ctx {
     atomic_uint_fast64_t st_conn_broken, st_connects, st_evicted, st_slow_cut;
 } tcp_ctx;
 
-/* tcp.c */
+/* tcp_util.c */
 void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A warning about a stranger: at most one line a second per kind, the next
  * one says how many were left out. */
 void tcp_warn_limited(tcp_ctx *ctx, tcp_ratelim *rl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int tcp_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-uint64_t tcp_now_ms(void);
 /* Milliseconds from `then` to `now`, 0 when `then` is later: a tick samples
  * its clock once, and a submitting thread may stamp a connection after
  * that; an unsigned difference would wrap to "forever ago". */
@@ -228,6 +226,11 @@ static inline uint64_t tcp_since(uint64_t now, uint64_t then)
 const char *tcp_errname(int code);
 void tcp_sock_tune(tcp_ctx *ctx, int fd);
 void tcp_complete(tcp_ctx *ctx, tern_slice *s);
+
+/* tcp_mr.c */
+int tcp_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *keys, void **mr, char *err,
+                    size_t errlen);
+int tcp_mr_deregister(void *vctx, void *vmr);
 /* Pin the registered range holding [addr, addr+len) (NULL if none). */
 tcp_mr *tcp_mr_pin(tcp_ctx *ctx, uint64_t addr, uint64_t len);
 void tcp_mr_unpin(tcp_mr *m);
@@ -262,7 +265,6 @@ int tcp_addr_is_local(const char *host);
 
 /* tcp_accept.c: one listener per NIC */
 int tcp_server_start(tcp_ctx *ctx, char *err, size_t errlen);
-void tcp_server_evict(tcp_worker *w);
 
 /* tcp_client.c */
 int tcp_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, size_t errlen);

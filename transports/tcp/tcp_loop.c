@@ -171,7 +171,7 @@ static void bury(tcp_worker *w)
 
 static void tick(tcp_worker *w)
 {
-    uint64_t now = tcp_now_ms();
+    uint64_t now = tern_kit_now_ms();
     if (now - w->last_tick < TCP_TICK_MS)
         return;
     w->last_tick = now;
@@ -186,7 +186,7 @@ static void *worker_main(void *arg)
 {
     tcp_worker *w = arg;
     struct epoll_event ev[EVENTS_MAX];
-    w->last_tick = tcp_now_ms();
+    w->last_tick = tern_kit_now_ms();
     for (;;) {
         int n = epoll_wait(w->epfd, ev, EVENTS_MAX, TCP_TICK_MS);
         for (int i = 0; i < n; i++) {
@@ -202,8 +202,8 @@ static void *worker_main(void *arg)
                 io->on_event(io, ev[i].events);
         }
         run_cmds(w);
-        if (atomic_exchange(&w->evict, 0))
-            tcp_server_evict(w);
+        if (atomic_exchange(&w->tick_now, 0))
+            w->last_tick = 0; /* every on_tick now, not at the next TCP_TICK_MS */
         tick(w);
         bury(w);
         pthread_mutex_lock(&w->mu);
@@ -229,7 +229,7 @@ int tcp_workers_start(tcp_ctx *ctx, char *err, size_t errlen)
 {
     ctx->workers = calloc((size_t)ctx->opt_io_threads, sizeof *ctx->workers);
     if (!ctx->workers)
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory for I/O threads");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp: out of memory for I/O threads");
     for (int i = 0; i < ctx->opt_io_threads; i++) {
         tcp_worker *w = &ctx->workers[i];
         w->ctx = ctx;
@@ -244,8 +244,8 @@ int tcp_workers_start(tcp_ctx *ctx, char *err, size_t errlen)
             pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             int e = errno;
             tcp_workers_stop(ctx);
-            return tcp_errf(err, errlen, TERN_ERR_IO, "tcp: cannot start I/O thread %d: %s",
-                            i, strerror(e));
+            return tern_kit_errf(err, errlen, TERN_ERR_IO, "tcp: cannot start I/O thread %d: %s", i,
+                                 strerror(e));
         }
         w->started = 1;
     }

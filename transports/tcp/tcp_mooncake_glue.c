@@ -77,9 +77,9 @@ int tcp_mc_start(tcp_ctx *ctx, char *err, size_t errlen)
     if (ctx->opt_mc_port < 0)
         return 0;
     if (ctx->auth) /* the format has no way to prove the secret */
-        return tcp_errf(err, errlen, TERN_ERR_CONFIG,
-                        "transports.tcp.mooncake_port: Mooncake's data format cannot prove "
-                        "the shared secret of auth_secret_file; turn one of them off");
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
+                             "transports.tcp.mooncake_port: Mooncake's data format cannot prove "
+                             "the shared secret of auth_secret_file; turn one of them off");
     tcp_mc_hooks h = hooks_of(ctx);
     int rc = tcp_mc_server_start(&h, ctx->bind_host, ctx->opt_mc_port, &ctx->mc_srv, err,
                                  errlen);
@@ -120,14 +120,14 @@ static int mc_ep_open(tcp_ctx *ctx, const tern_ep_params *p, void **out, char *e
     uint64_t port = 0, version = 1;
     if (!host || ctx->host.desc_get_u64(p->peer_segment, "port", &port) != 0 || port == 0 ||
         port > 65535)
-        return tcp_errf(err, errlen, TERN_ERR_PROTOCOL,
-                        "tcp ep_open: Mooncake segment %s has no usable address "
-                        "(host %s, tcp_data_port %" PRIu64 ")",
-                        p->peer_name ? p->peer_name : "?", host ? host : "(none)", port);
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
+                             "tcp ep_open: Mooncake segment %s has no usable address "
+                             "(host %s, tcp_data_port %" PRIu64 ")",
+                             p->peer_name ? p->peer_name : "?", host ? host : "(none)", port);
     ctx->host.desc_get_u64(p->peer_segment, "version", &version);
     tcp_mc_gep *g = calloc(1, sizeof *g);
     if (!g)
-        return tcp_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
     g->wire = TCP_WIRE_MOONCAKE;
     g->ctx = ctx;
     tcp_mc_hooks h = hooks_of(ctx);
@@ -154,11 +154,11 @@ int tcp_any_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, 
     if (wire && strcmp(wire, "mooncake") == 0 && ctx->auth)
         /* The format cannot prove the secret: with auth on, a descriptor
          * pointing there is refused, never used without authentication. */
-        return tcp_errf(err, errlen, TERN_ERR_AUTH,
-                        "tcp ep_open: segment %s points at Mooncake's data format "
-                        "(\"wire\": \"mooncake\"), which cannot prove the shared secret; "
-                        "refused because auth_secret_file is set",
-                        p->peer_name ? p->peer_name : "?");
+        return tern_kit_errf(err, errlen, TERN_ERR_AUTH,
+                             "tcp ep_open: segment %s points at Mooncake's data format "
+                             "(\"wire\": \"mooncake\"), which cannot prove the shared secret; "
+                             "refused because auth_secret_file is set",
+                             p->peer_name ? p->peer_name : "?");
     if (wire && strcmp(wire, "mooncake") == 0)
         return mc_ep_open(ctx, p, out, err, errlen);
     return tcp_ep_open(vctx, p, out, err, errlen);

@@ -144,7 +144,7 @@ static void srv_progress(tcp_srv_conn *c, size_t n)
 {
     c->win_bytes += n;
     c->starved = 0;
-    c->last_bytes_ms = tcp_now_ms();
+    c->last_bytes_ms = tern_kit_now_ms();
 }
 
 /* Copy between the bounce buffer and [addr+at, +n) of the pinned device
@@ -618,6 +618,13 @@ static void srv_on_tick(tcp_io *io, uint64_t now)
 {
     tcp_srv_conn *c = (tcp_srv_conn *)io;
     tcp_ctx *ctx = c->ctx;
+    /* A newer stranger evicted it (tcp_budget.c).  One that proved itself
+     * since (its request had not arrived when it was chosen as idle) is
+     * established now: its stranger slot is free already, so it stays. */
+    if (atomic_load(&c->evict) && !c->proven) {
+        tcp_srv_close(c, TERN_LOG_DEBUG, "evicted to make room");
+        return;
+    }
     if (!c->proven && ctx->opt_unproven_idle_ms > 0 &&
         tcp_since(now, c->born_ms) > (uint64_t)ctx->opt_unproven_idle_ms) {
         tcp_srv_close(c, TERN_LOG_DEBUG, "a stranger that proved nothing (unproven_idle_ms)");
@@ -662,5 +669,5 @@ void tcp_srv_begin(tcp_srv_conn *c)
     c->io.on_tick = srv_on_tick;
     c->io.on_free = srv_free;
     c->state = c->ctx->auth ? S_HELLO : S_HDR;
-    c->born_ms = c->win_start = c->last_bytes_ms = tcp_now_ms();
+    c->born_ms = c->win_start = c->last_bytes_ms = tern_kit_now_ms();
 }
