@@ -104,6 +104,13 @@ typedef struct tern_kit_field {
     {key, type, min, max, choices, def, help},
 #define TERN_KIT_FIELD(st, member, key, type, min, max, choices, def, help) \
     {key, offsetof(st, member), sizeof(((st *)0)->member)},
+/* A key the plugin reads by itself (a STRING_LIST, or one it interprets):
+ * a row of the table, no field.  A list of both kinds takes two macros,
+ * LIST(X, R): the table is LIST(TERN_KIT_OPTION, TERN_KIT_ROW), the fields
+ * LIST(TERN_KIT_FIELD, TERN_KIT_NO_FIELD). */
+#define TERN_KIT_ROW(key, type, min, max, choices, def, help) \
+    {key, type, min, max, choices, def, help},
+#define TERN_KIT_NO_FIELD(key, type, min, max, choices, def, help)
 #define TERN_KIT_OPTIONS_END {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL}
 #define TERN_KIT_FIELDS_END {NULL, 0, 0}
 
@@ -136,13 +143,13 @@ static inline void tern_kit_options_fill(const tern_host_services *h, const tern
         if (!o->key)
             continue;
         char *at = (char *)out + f->offset;
+        const char *txt = h->config_get ? h->config_get(h->host, f->key) : NULL;
         if (o->type == TERN_OPT_STRING || o->type == TERN_OPT_CHOICE) {
-            const char *v = h->config_get(h->host, f->key);
-            snprintf(at, f->size, "%s", v ? v : o->default_value ? o->default_value : "");
+            snprintf(at, f->size, "%s", txt ? txt : o->default_value ? o->default_value : "");
         } else if (o->type != TERN_OPT_STRING_LIST) {
-            int64_t v = h->config_get(h->host, f->key)
-                            ? h->config_get_int(h->host, f->key, 0)
-                            : tern_kit_default_int(o->default_value);
+            int64_t v = !txt                ? tern_kit_default_int(o->default_value)
+                        : h->config_get_int ? h->config_get_int(h->host, f->key, 0)
+                                            : tern_kit_default_int(txt);
             if (f->size == sizeof(int32_t)) {
                 int32_t v32 = (int32_t)v;
                 memcpy(at, &v32, sizeof v32);

@@ -51,67 +51,60 @@
 
 /* ---- options --------------------------------------------------------------- */
 
-static const tern_option tcp_options[] = {
-    {"port", TERN_OPT_INT, 0, 65535, NULL, "0",
-     "data port the target listens on (0 = ephemeral, advertised in the descriptor)"},
-    {"bind", TERN_OPT_STRING, 0, 0, NULL, NULL,
-     "address the data port binds: that one NIC only (default: the host of the engine's "
-     "server name, and every other NIC when that is not a loopback address)"},
-    {"devices", TERN_OPT_STRING_LIST, 0, 0, NULL, NULL,
-     "interfaces to serve on, one data port each (default: every interface that is up, not "
-     "loopback and has an address of the server name's family)"},
-    {"connections", TERN_OPT_INT, 1, 64, NULL, "4",
-     "most connections per peer: one is opened first, more while its queue is deep"},
-    {"io_threads", TERN_OPT_INT, 0, 256, NULL, "0",
-     "I/O threads serving all connections of both sides (0 = one per online CPU)"},
-    {"idle_close_ms", TERN_OPT_INT, 0, 86400000, NULL, "10000",
-     "an extra connection to a peer closes after this long unused (0 = never)"},
-    {"slice_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "1M",
-     "slice size for this transport"},
-    {"nodelay", TERN_OPT_BOOL, 0, 0, NULL, "true", "set TCP_NODELAY on data connections"},
-    {"reply_wait_us", TERN_OPT_INT, 0, 100000, NULL, "200",
-     "a lone small request waits this long in submit for its reply on the caller's thread "
-     "(one thread wake less per round trip; 0 = never)"},
-    {"sndbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
-     "SO_SNDBUF of data connections (0 = kernel autotuning)"},
-    {"rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",
-     "SO_RCVBUF of data connections (0 = kernel autotuning)"},
-    {"mooncake_port", TERN_OPT_INT, -1, 65535, NULL, "-1",
-     "port serving Mooncake-format initiators (-1 = off, 0 = ephemeral); published as "
-     "tcp_data_port"},
-    {"max_server_connections", TERN_OPT_INT, 1, 1 << 20, NULL, "4096",
-     "incoming data connections served at once"},
-    {"max_unproven", TERN_OPT_INT, 1, 1 << 20, NULL, "256",
-     "incoming connections that proved nothing yet (no request, no authentication)"},
-    {"max_unproven_per_source", TERN_OPT_INT, 1, 1 << 20, NULL, "16",
-     "of those, from one source address (the oldest is dropped for a new one)"},
-    {"unproven_idle_ms", TERN_OPT_INT, 0, 86400000, NULL, "5000",
-     "an incoming connection that proved nothing is dropped after this long (0 = never)"},
-    {"progress_min_rate", TERN_OPT_SIZE, 0, 1ll << 40, NULL, "64K",
-     "bytes per second a peer must move while its request is under way (0 = no floor)"},
-    {"progress_window_ms", TERN_OPT_INT, 100, 600000, NULL, "2000",
-     "the window over which progress_min_rate is averaged"},
-    {"unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL, "1000",
-     "how long deregistering waits for transfers on the range before cutting them"},
-    {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
-};
+/* Each key written once (tern/plugin_kit.h): a row of the table the core
+ * validates and documents, and (X rows) the tcp_ctx field it fills; R rows
+ * are read by the code below (bind) or tcp_nics.c (devices). */
+#define TCP_OPTIONS(X, R)                                                                     \
+    X(tcp_ctx, opt_port, "port", TERN_OPT_INT, 0, 65535, NULL, "0",                           \
+      "data port the target listens on (0 = ephemeral, advertised in the descriptor)")        \
+    R("bind", TERN_OPT_STRING, 0, 0, NULL, NULL,                                              \
+      "address the data port binds: that one NIC only (default: the host of the engine's "    \
+      "server name, and every other NIC when that is not a loopback address)")                \
+    R("devices", TERN_OPT_STRING_LIST, 0, 0, NULL, NULL,                                      \
+      "interfaces to serve on, one data port each (default: every interface that is up, not " \
+      "loopback and has an address of the server name's family)")                             \
+    X(tcp_ctx, opt_nconn, "connections", TERN_OPT_INT, 1, 64, NULL, "4",                      \
+      "most connections per peer: one is opened first, more while its queue is deep")         \
+    X(tcp_ctx, opt_io_threads, "io_threads", TERN_OPT_INT, 0, 256, NULL, "0",                 \
+      "I/O threads serving all connections of both sides (0 = one per online CPU)")           \
+    X(tcp_ctx, opt_idle_close_ms, "idle_close_ms", TERN_OPT_INT, 0, 86400000, NULL, "10000",  \
+      "an extra connection to a peer closes after this long unused (0 = never)")              \
+    X(tcp_ctx, opt_slice_size, "slice_size", TERN_OPT_SIZE, 4096, 1ll << 30, NULL, "1M",      \
+      "slice size for this transport")                                                        \
+    X(tcp_ctx, opt_nodelay, "nodelay", TERN_OPT_BOOL, 0, 0, NULL, "true",                     \
+      "set TCP_NODELAY on data connections")                                                  \
+    X(tcp_ctx, opt_reply_wait_us, "reply_wait_us", TERN_OPT_INT, 0, 100000, NULL, "200",      \
+      "a lone small request waits this long in submit for its reply on the caller's thread "  \
+      "(one thread wake less per round trip; 0 = never)")                                     \
+    X(tcp_ctx, opt_sndbuf, "sndbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",                  \
+      "SO_SNDBUF of data connections (0 = kernel autotuning)")                                \
+    X(tcp_ctx, opt_rcvbuf, "rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",                  \
+      "SO_RCVBUF of data connections (0 = kernel autotuning)")                                \
+    X(tcp_ctx, opt_mc_port, "mooncake_port", TERN_OPT_INT, -1, 65535, NULL, "-1",             \
+      "port serving Mooncake-format initiators (-1 = off, 0 = ephemeral); published as "      \
+      "tcp_data_port")                                                                        \
+    X(tcp_ctx, opt_max_server_conns, "max_server_connections", TERN_OPT_INT, 1, 1 << 20,      \
+      NULL, "4096", "incoming data connections served at once")                               \
+    X(tcp_ctx, opt_max_unproven, "max_unproven", TERN_OPT_INT, 1, 1 << 20, NULL, "256",       \
+      "incoming connections that proved nothing yet (no request, no authentication)")         \
+    X(tcp_ctx, opt_unproven_per_source, "max_unproven_per_source", TERN_OPT_INT, 1, 1 << 20,  \
+      NULL, "16", "of those, from one source address (the oldest is dropped for a new one)")  \
+    X(tcp_ctx, opt_unproven_idle_ms, "unproven_idle_ms", TERN_OPT_INT, 0, 86400000, NULL,     \
+      "5000", "an incoming connection that proved nothing is dropped after this long "        \
+      "(0 = never)")                                                                          \
+    X(tcp_ctx, opt_progress_min_rate, "progress_min_rate", TERN_OPT_SIZE, 0, 1ll << 40, NULL, \
+      "64K", "bytes per second a peer must move while its request is under way (0 = no "     \
+      "floor)")                                                                               \
+    X(tcp_ctx, opt_progress_window_ms, "progress_window_ms", TERN_OPT_INT, 100, 600000, NULL, \
+      "2000", "the window over which progress_min_rate is averaged")                          \
+    X(tcp_ctx, opt_unregister_wait_ms, "unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL,   \
+      "1000", "how long deregistering waits for transfers on the range before cutting them")
 
-static int64_t opt_int(tcp_ctx *ctx, const char *key, int64_t fallback)
-{
-    if (!ctx->host.config_get_int)
-        return fallback;
-    return ctx->host.config_get_int(ctx->host.host, key, fallback);
-}
+static const tern_option tcp_options[] = {TCP_OPTIONS(TERN_KIT_OPTION, TERN_KIT_ROW)
+                                              TERN_KIT_OPTIONS_END};
+static const tern_kit_field tcp_fields[] = {TCP_OPTIONS(TERN_KIT_FIELD, TERN_KIT_NO_FIELD)
+                                                TERN_KIT_FIELDS_END};
 
-static int opt_bool(tcp_ctx *ctx, const char *key, int fallback)
-{
-    const char *v = ctx->host.config_get ? ctx->host.config_get(ctx->host.host, key) : NULL;
-    if (!v)
-        return fallback;
-    if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on"))
-        return 1;
-    return 0;
-}
 
 /* "host:port", "[v6]:port" or "host" -> host. */
 static void host_of_server_name(const char *name, char *out, size_t outlen)
@@ -134,22 +127,7 @@ static void host_of_server_name(const char *name, char *out, size_t outlen)
 
 static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
 {
-    ctx->opt_port = (int)opt_int(ctx, "port", 0);
-    ctx->opt_mc_port = (int)opt_int(ctx, "mooncake_port", -1);
-    ctx->opt_nconn = (int)opt_int(ctx, "connections", 4);
-    ctx->opt_slice_size = (uint64_t)opt_int(ctx, "slice_size", 1 << 20);
-    ctx->opt_sndbuf = (int)opt_int(ctx, "sndbuf", 0);
-    ctx->opt_rcvbuf = (int)opt_int(ctx, "rcvbuf", 0);
-    ctx->opt_max_server_conns = (int)opt_int(ctx, "max_server_connections", 4096);
-    ctx->opt_io_threads = (int)opt_int(ctx, "io_threads", 0);
-    ctx->opt_idle_close_ms = (int)opt_int(ctx, "idle_close_ms", 10000);
-    ctx->opt_reply_wait_us = (int)opt_int(ctx, "reply_wait_us", 200);
-    ctx->opt_max_unproven = (int)opt_int(ctx, "max_unproven", 256);
-    ctx->opt_unproven_per_source = (int)opt_int(ctx, "max_unproven_per_source", 16);
-    ctx->opt_unproven_idle_ms = (int)opt_int(ctx, "unproven_idle_ms", 5000);
-    ctx->opt_progress_min_rate = (uint64_t)opt_int(ctx, "progress_min_rate", 64 << 10);
-    ctx->opt_progress_window_ms = (int)opt_int(ctx, "progress_window_ms", 2000);
-    ctx->opt_unregister_wait_ms = (int)opt_int(ctx, "unregister_wait_ms", 1000);
+    tern_kit_options_fill(&ctx->host, tcp_options, tcp_fields, ctx);
     if (ctx->opt_io_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         ctx->opt_io_threads = n < 1 ? 1 : n > 16 ? 16 : (int)n;
@@ -160,7 +138,6 @@ static int tcp_read_options(tcp_ctx *ctx, char *err, size_t errlen)
         ctx->opt_max_unproven = 1;
     if (ctx->opt_unproven_per_source < 1)
         ctx->opt_unproven_per_source = 1;
-    ctx->opt_nodelay = opt_bool(ctx, "nodelay", 1);
     if (ctx->opt_port < 0 || ctx->opt_port > 65535)
         return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
                              "transports.tcp.port: %d is not a port (0..65535)", ctx->opt_port);
