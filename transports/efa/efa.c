@@ -32,26 +32,26 @@
 
 /* ---- options --------------------------------------------------------------- */
 
-static const tern_option efa_options[] = {
-    {"provider", TERN_OPT_STRING, 0, 0, NULL, "efa",
-     "libfabric provider: efa, tcp (tcp;ofi_rxm), shm, verbs, or any RDM provider name"},
-    {"slice_size", TERN_OPT_SIZE, 4096, 1LL << 30, NULL, "1M",
-     "slice size for this transport (large slices matter on EFA)"},
-    {"iface", TERN_OPT_STRING, 0, 0, NULL, NULL,
-     "only use the device/domain with this name (e.g. lo for provider tcp)"},
-    {"max_inflight", TERN_OPT_INT, 1, 65536, NULL, "256",
-     "slices in flight per engine before submit pushes back"},
-    {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
-};
+/* Each key written once (tern/plugin_kit.h): the table and the efa_ctx field. */
+#define EFA_OPTIONS(X)                                                                     \
+    X(efa_ctx, provider, "provider", TERN_OPT_STRING, 0, 0, NULL, "efa",                   \
+      "libfabric provider: efa, tcp (tcp;ofi_rxm), shm, verbs, or any RDM provider name")  \
+    X(efa_ctx, slice_size, "slice_size", TERN_OPT_SIZE, 4096, 1LL << 30, NULL, "1M",       \
+      "slice size for this transport (large slices matter on EFA)")                        \
+    X(efa_ctx, iface, "iface", TERN_OPT_STRING, 0, 0, NULL, NULL,                          \
+      "only use the device/domain with this name (e.g. lo for provider tcp)")              \
+    X(efa_ctx, max_inflight, "max_inflight", TERN_OPT_INT, 1, 65536, NULL, "256",          \
+      "slices in flight per engine before submit pushes back")
+
+static const tern_option efa_options[] = {EFA_OPTIONS(TERN_KIT_OPTION) TERN_KIT_OPTIONS_END};
+static const tern_kit_field efa_fields[] = {EFA_OPTIONS(TERN_KIT_FIELD) TERN_KIT_FIELDS_END};
 
 static void efa_read_options(efa_ctx *c)
 {
-    const char *p = efa_cfg(c, "provider"), *ifc = efa_cfg(c, "iface");
-    snprintf(c->provider, sizeof c->provider, "%s", p && *p ? p : "efa");
+    tern_kit_options_fill(c->host, efa_options, efa_fields, c);
+    if (!c->provider[0])
+        snprintf(c->provider, sizeof c->provider, "efa");
     efa_map_provider(c->provider, c->prov_name, sizeof c->prov_name);
-    snprintf(c->iface, sizeof c->iface, "%s", ifc ? ifc : "");
-    c->slice_size = (uint64_t)efa_cfg_int(c, "slice_size", EFA_DEFAULT_SLICE);
-    c->max_inflight = (int)efa_cfg_int(c, "max_inflight", EFA_DEFAULT_INFLIGHT);
     if (c->max_inflight < 1)
         c->max_inflight = EFA_DEFAULT_INFLIGHT;
     c->timeout_ms = c->host && c->host->io_timeout_ms > 0 ? c->host->io_timeout_ms : 30000;

@@ -125,8 +125,6 @@ void efa_log(const efa_ctx *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void efa_lock(efa_dev *d);
 void efa_unlock(efa_dev *d);
-const char *efa_cfg(const efa_ctx *c, const char *key);
-int64_t efa_cfg_int(const efa_ctx *c, const char *key, int64_t fallback);
 void efa_hex_encode(const uint8_t *in, size_t n, char *out);
 long efa_hex_decode(const char *in, uint8_t *out, size_t max);
 void efa_map_provider(const char *p, char *out, size_t outlen);

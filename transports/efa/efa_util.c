@@ -45,20 +45,6 @@ void efa_unlock(efa_dev *d)
         pthread_mutex_unlock(&d->fi_lock);
 }
 
-const char *efa_cfg(const efa_ctx *c, const char *key)
-{
-    if (!c->host || !c->host->config_get)
-        return NULL;
-    return c->host->config_get(c->host->host, key);
-}
-
-int64_t efa_cfg_int(const efa_ctx *c, const char *key, int64_t fallback)
-{
-    if (!c->host || !c->host->config_get_int)
-        return fallback;
-    return c->host->config_get_int(c->host->host, key, fallback);
-}
-
 /* Lower-case hex of n bytes into out (2n+1 bytes). */
 void efa_hex_encode(const uint8_t *in, size_t n, char *out)
 {

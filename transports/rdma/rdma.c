@@ -52,55 +52,48 @@
 
 static const char *const rd_mtu_choices[] = {"256", "512", "1024", "2048", "4096", NULL};
 
-static const tern_option rd_options[] = {
-    {"gid_index", TERN_OPT_INT, -1, 255, NULL, "-1",
-     "GID table index; -1 picks one (IPv4 RoCE v2 on a netdev first)"},
-    {"mtu", TERN_OPT_CHOICE, 0, 0, rd_mtu_choices, "4096",
-     "largest path MTU in bytes; the port's active MTU caps it"},
-    {"qp_per_endpoint", TERN_OPT_INT, 1, TERN_RDMA_MAX_QP, NULL, "2",
-     "RC QPs per endpoint (must match on both sides)"},
-    {"devices", TERN_OPT_STRING_LIST, 0, 0, NULL, NULL,
-     "RDMA devices to use (default: every device with an active port)"},
-    {"max_wr", TERN_OPT_INT, 1, 16384, NULL, "256",
-     "outstanding work requests per QP; more slices wait in a queue"},
-    {"slice_size", TERN_OPT_SIZE, 4096, 64LL << 20, NULL, NULL,
-     "bytes per slice on this transport (default: the engine's slice_size); "
-     "no single RDMA request is longer"},
-    {"traffic_class", TERN_OPT_INT, -1, 255, NULL, "-1",
-     "GRH traffic class (-1: leave the device default)"},
-    {"pkey_index", TERN_OPT_INT, 0, 65535, NULL, "0", "P_Key table index"},
-    {"port", TERN_OPT_INT, 1, 255, NULL, "1", "device port number"},
-    {NULL, TERN_OPT_END, 0, 0, NULL, NULL, NULL},
-};
+/* Each key written once (tern/plugin_kit.h): the table and (X rows) the
+ * rd_ctx field; mtu (bytes to the verbs enum) and devices are read below. */
+#define RD_OPTIONS(X, R)                                                                   \
+    X(rd_ctx, gid_index_cfg, "gid_index", TERN_OPT_INT, -1, 255, NULL, "-1",               \
+      "GID table index; -1 picks one (IPv4 RoCE v2 on a netdev first)")                    \
+    R("mtu", TERN_OPT_CHOICE, 0, 0, rd_mtu_choices, "4096",                                \
+      "largest path MTU in bytes; the port's active MTU caps it")                          \
+    X(rd_ctx, qp_per_ep, "qp_per_endpoint", TERN_OPT_INT, 1, TERN_RDMA_MAX_QP, NULL, "2",  \
+      "RC QPs per endpoint (must match on both sides)")                                    \
+    R("devices", TERN_OPT_STRING_LIST, 0, 0, NULL, NULL,                                   \
+      "RDMA devices to use (default: every device with an active port)")                   \
+    X(rd_ctx, max_wr, "max_wr", TERN_OPT_INT, 1, 16384, NULL, "256",                       \
+      "outstanding work requests per QP; more slices wait in a queue")                     \
+    X(rd_ctx, slice_size, "slice_size", TERN_OPT_SIZE, 4096, 64LL << 20, NULL, NULL,       \
+      "bytes per slice on this transport (default: the engine's slice_size); "             \
+      "no single RDMA request is longer")                                                  \
+    X(rd_ctx, traffic_class, "traffic_class", TERN_OPT_INT, -1, 255, NULL, "-1",           \
+      "GRH traffic class (-1: leave the device default)")                                  \
+    X(rd_ctx, pkey_index, "pkey_index", TERN_OPT_INT, 0, 65535, NULL, "0",                 \
+      "P_Key table index")                                                                 \
+    X(rd_ctx, port, "port", TERN_OPT_INT, 1, 255, NULL, "1", "device port number")
+
+static const tern_option rd_options[] = {RD_OPTIONS(TERN_KIT_OPTION, TERN_KIT_ROW)
+                                             TERN_KIT_OPTIONS_END};
+static const tern_kit_field rd_fields[] = {RD_OPTIONS(TERN_KIT_FIELD, TERN_KIT_NO_FIELD)
+                                               TERN_KIT_FIELDS_END};
 
 static int rd_read_options(rd_ctx *c, char *err, size_t errlen)
 {
     const tern_host_services *h = c->host;
-    c->gid_index_cfg = (int)rd_opt_int(h, "gid_index", -1);
+    tern_kit_options_fill(h, rd_options, rd_fields, c);
     int64_t mtu = rd_opt_int(h, "mtu", 4096);
     c->mtu = rd_mtu_from_bytes(mtu);
     if (!c->mtu)
         return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
                              "transports.rdma.mtu: %lld is not one of 256, 512, 1024, 2048, 4096",
                              (long long)mtu);
-    int64_t nqp = rd_opt_int(h, "qp_per_endpoint", 2);
-    if (nqp < 1 || nqp > TERN_RDMA_MAX_QP)
+    if (c->qp_per_ep < 1 || c->qp_per_ep > TERN_RDMA_MAX_QP || c->max_wr < 1 ||
+        c->max_wr > 16384)
         return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
-                             "transports.rdma.qp_per_endpoint: %lld is outside 1..%d",
-                             (long long)nqp, TERN_RDMA_MAX_QP);
-    c->qp_per_ep = (int)nqp;
-    int64_t wr = rd_opt_int(h, "max_wr", 256);
-    if (wr < 1 || wr > 16384)
-        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
-                             "transports.rdma.max_wr: %lld is outside 1..16384", (long long)wr);
-    c->max_wr = (int)wr;
-    int64_t ss = rd_opt_int(h, "slice_size", 0);
-    if (ss < 0)
-        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "transports.rdma.slice_size: negative");
-    c->slice_size = (uint64_t)ss;
-    c->traffic_class = (int)rd_opt_int(h, "traffic_class", -1);
-    c->pkey_index = (int)rd_opt_int(h, "pkey_index", 0);
-    c->port = (int)rd_opt_int(h, "port", 1);
+                             "transports.rdma: qp_per_endpoint (1..%d) or max_wr (1..16384) out "
+                             "of range", TERN_RDMA_MAX_QP);
     if (c->gid_index_cfg < -1 || c->gid_index_cfg > 255 || c->traffic_class < -1 ||
         c->traffic_class > 255 || c->pkey_index < 0 || c->pkey_index > 65535 || c->port < 1 ||
         c->port > 255)
