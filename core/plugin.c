@@ -51,6 +51,10 @@ static tern_load_outcome plugin_devices(tern_plugin *p)
         return FAIL(p, TERN_LOAD_NO_DEVICE, "transport '%s': %s: no usable device", p->name,
                     p->path);
     p->ndevices = n > TERN_MAX_DEVICES ? TERN_MAX_DEVICES : n;
+    /* Several devices are the topology's to choose among only for a
+     * transport that says it takes any of them (<tern/transport.h>). */
+    if (p->ndevices > 1 && !(p->ops->caps & TERN_CAP_MULTI_DEVICE))
+        p->ndevices = 1;
     for (int i = 0; i < p->ndevices; i++) {
         tern_device_info *d = &p->devices[i];
         /* a plugin bug must not make the core read past these buffers */

@@ -90,7 +90,9 @@ extern "C" {
 #define TERN_CAP_OP(op) (1ULL << (op))     /* the bit of TERN_OP_READ / _WRITE */
 #define TERN_CAP_HANDSHAKE (1ULL << 2)     /* endpoints need the handshake exchange;
                                               without it ep_connect gets peer == NULL */
-#define TERN_CAP_MULTI_DEVICE (1ULL << 4)  /* several devices: use the topology */
+#define TERN_CAP_MULTI_DEVICE (1ULL << 4)  /* several devices: the topology chooses
+                                              among them; without it the core uses
+                                              the first device devices() reports */
 #define TERN_CAP_GPU_DIRECT (1ULL << 6)    /* takes GPU device addresses in slices and
                                               mr_register (e.g. dma-buf); without it the
                                               core stages GPU memory through pinned host

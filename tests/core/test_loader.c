@@ -238,6 +238,20 @@ Test(loader, zero_devices_means_no_device_and_fini_runs)
     unlink(marker);
 }
 
+/* Two devices reported without TERN_CAP_MULTI_DEVICE: the core uses the
+ * first only ("good", the same plugin with the bit, keeps both). */
+Test(loader, several_devices_without_the_multi_device_bit_use_the_first)
+{
+    tern_plugin_set set;
+    char err[4096] = "";
+    cr_assert_eq(load_one("nomulti", &set, err, sizeof err), 0, "%s", err);
+    tern_plugin *p = &set.plugins[0];
+    cr_assert_eq(p->outcome, TERN_LOAD_OK, "%s", p->message);
+    cr_assert_eq(p->ndevices, 1);
+    cr_assert_str_eq(p->devices[0].name, "tp0");
+    tern_plugins_unload(&set);
+}
+
 Test(loader, unresolvable_dependency_gives_dlerror_text)
 {
     expect_outcome("nodep", TERN_LOAD_DLOPEN,

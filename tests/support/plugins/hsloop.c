@@ -443,9 +443,9 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .name = HS_NAME,
     .version = "1.0.0",
 #ifdef HS_NO_HANDSHAKE
-    .caps = HS_OPS,
+    .caps = HS_OPS | TERN_CAP_MULTI_DEVICE,
 #else
-    .caps = HS_OPS | TERN_CAP_HANDSHAKE,
+    .caps = HS_OPS | TERN_CAP_HANDSHAKE | TERN_CAP_MULTI_DEVICE,
     .ep_describe = hs_ep_describe,
 #endif
     .options = hs_options,

@@ -9,6 +9,7 @@
  *   TP_INIT_FAIL         init fails with its own message
  *   TP_NO_DEVICE         init answers TERN_ERR_NOT_FOUND
  *   TP_ZERO_DEVICES      devices() finds nothing
+ *   TP_NO_MULTI          reports two devices without TERN_CAP_MULTI_DEVICE
  *   TP_NO_SYMBOL         exports the table under another name
  *   TP_USE_DEP           calls into libterntestdep.so
  *   TP_CALL_STRERROR     calls tern_strerror() from init: it loads only in a
@@ -248,7 +249,11 @@ TERN_TRANSPORT_EXPORT const tern_transport TP_SYMBOL = {
     .abi_minor = TERN_TRANSPORT_ABI_MINOR,
     .name = TP_NAME,
     .version = TP_VERSION,
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE,
+#ifdef TP_NO_MULTI
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE, /* two devices, but not TERN_CAP_MULTI_DEVICE */
+#else
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_MULTI_DEVICE,
+#endif
     .options = tp_options,
     .init = tp_init,
     .fini = tp_fini,
