@@ -141,9 +141,23 @@ lab_down b nic1
 sleep 2.5
 u0=$(lab_tx_bytes a nic1)
 lab_up b nic1
+# How long after the link is back nic1 carries data again (1 MiB sent).
+t_up=$(date +%s%N) back_ms=-1
+for _ in $(seq 100); do
+    if [ $(($(lab_tx_bytes a nic1) - u0)) -gt $((1 << 20)) ]; then
+        back_ms=$((($(date +%s%N) - t_up) / 1000000))
+        break
+    fi
+    sleep 0.05
+done
 wait "$IPID" || fail "link-down: tern-bench failed: $(tail -3 "$WORK/down.log")"
 D1=$(($(lab_tx_bytes a nic1) - u0))
-echo "link-down: $(cat "$WORK/down.json"); nic1 after it came back: $D1 B"
+stall_ms=$(sed -n 's/.*stalled (nothing done for \([0-9]*\) ms.*/\1/p' "$WORK/down.log" | head -1)
+echo "link-down: $(cat "$WORK/down.json"); the pair found stalled, its slices sent over nic0, after ${stall_ms:-?} ms without progress; nic1 carried data again ${back_ms} ms after the link came back, $D1 B in all"
+[ -n "$stall_ms" ] && [ "$stall_ms" -le 1000 ] ||
+    fail "link-down: the stalled pair was found only after ${stall_ms:-?} ms (bound 1000)"
+[ "$back_ms" -ge 0 ] && [ "$back_ms" -le 5000 ] ||
+    fail "link-down: nic1 did not carry data within 5 s of the link coming back (${back_ms} ms)"
 grep -q '"verify":"ok"' "$WORK/down.json" || fail "link-down: verify failed"
 grep -q '"errors":0,' "$WORK/down.json" || fail "link-down: requests failed"
 grep -q "nic1 .*stalled" "$WORK/down.log" || fail "link-down: no stall was reported: $(grep -v '^\[' "$WORK/down.log")"
