@@ -191,12 +191,13 @@ static int efa_query(void *ctx, const char *what, char *out, size_t outlen)
         efa_dev *d = &c->devs[k];
         used += (size_t)snprintf(out + used, outlen - used,
                                  "; %s: mr_mode 0x%llx, %s, posted %llu, done %llu, "
-                                 "failed %llu",
+                                 "failed %llu, stuck_post_ms %llu",
                                  d->dinfo.name, (unsigned long long)d->mr_mode,
                                  d->serialise ? "serialised" : "thread-safe",
                                  (unsigned long long)atomic_load(&d->posted),
                                  (unsigned long long)atomic_load(&d->completed),
-                                 (unsigned long long)atomic_load(&d->failed));
+                                 (unsigned long long)atomic_load(&d->failed),
+                                 (unsigned long long)efa_dev_stuck_post_ms(d));
     }
     return 0;
 }

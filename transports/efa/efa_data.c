@@ -73,12 +73,14 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     op->posted_ms = tern_kit_now_ms();
     efa_op_link(d, op);
     efa_lock(d);
+    atomic_store(&op->in_provider, 1);
     if (s->opcode == TERN_OP_WRITE)
         rc = fi_write(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                       &op->fctx);
     else
         rc = fi_read(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                      &op->fctx);
+    atomic_store(&op->in_provider, 0);
     efa_unlock(d);
     if (rc)
         efa_op_unlink(d, op);

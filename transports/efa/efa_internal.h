@@ -45,6 +45,7 @@ typedef struct efa_op {
     struct efa_ep *ep;          /* NULL once the endpoint closed */
     efa_peer *peer;             /* holds peer->inflight until completion */
     uint64_t posted_ms;
+    atomic_int in_provider;     /* inside fi_write / fi_read now */
 } efa_op;
 
 /* One fi_info = one device: fabric, domain, endpoint, AV, CQ. */
@@ -78,6 +79,7 @@ typedef struct efa_dev {
     atomic_int gen;             /* bumped when the endpoint is recycled */
     atomic_int wedged;          /* a peer stopped answering: recycle */
     atomic_uint_fast64_t recycles;
+    uint64_t stuck_logged_ms;   /* progress thread only */
 } efa_dev;
 
 typedef struct efa_ep {
@@ -152,6 +154,11 @@ void efa_op_link(efa_dev *d, efa_op *op);
 int efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
                     int status, const char *msg);
 int efa_cq_drain(efa_dev *d, int timeout_ms);
+/* How long the oldest post still inside the provider has been there (0:
+ * none).  Posts take microseconds; one that stays is stuck in the provider
+ * (libfabric's shm spins on a lock its dead peer held: docs/protocol.md,
+ * libfabric shm regions). */
+uint64_t efa_dev_stuck_post_ms(efa_dev *d);
 void *efa_progress_main(void *arg);
 
 /* ---- efa_mr.c ---- */

@@ -172,6 +172,17 @@ int efa_cq_drain(efa_dev *d, int timeout_ms)
 }
 
 
+uint64_t efa_dev_stuck_post_ms(efa_dev *d)
+{
+    uint64_t now = tern_kit_now_ms(), oldest = 0;
+    pthread_mutex_lock(&d->ops_lock);
+    for (efa_op *op = d->ops.next; op != &d->ops; op = op->next)
+        if (atomic_load(&op->in_provider) && now - op->posted_ms > oldest)
+            oldest = now - op->posted_ms;
+    pthread_mutex_unlock(&d->ops_lock);
+    return oldest;
+}
+
 /* A peer that died with operations in flight can wedge a provider's
  * endpoint for every peer (libfabric 1.17 shm keeps waiting for its
  * answers in order).  Replace the device's CQ, AV and endpoint: in-flight
@@ -184,7 +195,22 @@ static void efa_dev_recycle(efa_dev *d)
         atomic_store(&d->wedged, 0); /* registrations are bound to the endpoint */
         return;
     }
-    pthread_rwlock_wrlock(&d->av_lock);
+    /* A post that never returns (it spins inside the provider) holds the
+     * read lock: the endpoint cannot be replaced under it.  Give up for
+     * now rather than stop the progress thread, which keeps serving the
+     * other peers and failing the timed-out operations. */
+    struct timespec until = tern_kit_deadline(200);
+    if (pthread_rwlock_timedwrlock(&d->av_lock, &until) != 0) {
+        uint64_t stuck = efa_dev_stuck_post_ms(d), now = tern_kit_now_ms();
+        if (now - d->stuck_logged_ms >= 10000) {
+            d->stuck_logged_ms = now;
+            efa_log(d->ctx, TERN_LOG_ERROR, "%s: a post has been inside the provider for %llu "
+                    "ms (libfabric's shm spins on a lock its dead peer held): the device "
+                    "cannot be recycled; transfers on it fail by timeout",
+                    d->dinfo.name, (unsigned long long)stuck);
+        }
+        return;
+    }
     efa_lock(d);
     efa_ops_abandon(d, NULL, 0, TERN_ERR_CLOSED, "device endpoint recycled: a peer stopped "
                     "answering");
