@@ -3,23 +3,11 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tern/errors.h"
-
-int store_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }

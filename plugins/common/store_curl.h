@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "store_util.h"
+
 typedef struct store_http_req {
     const char *method;       /* "GET", "PUT", "POST", "DELETE" */
     const char *url;
@@ -31,8 +33,5 @@ int store_http(const store_http_req *rq, store_http_reply *out, char *err, size_
 /* s %-escaped for a query string (malloc()ed), NULL when out of memory. */
 char *store_http_escape(const char *s);
 
-/* snprintf into err (when non-NULL), returns code. */
-int store_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif
