@@ -37,7 +37,7 @@ MCF="--protocol=rdma --device_name=rxe0 --metadata_server=P2PHANDSHAKE --local_s
 fail() { echo "FAIL: $*"; for f in $W/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
 
 echo "=== 1. Mooncake target, tern initiator (rdma)"
-$MC --mode=target $MCF --buffer_size=67108864 > $W/mc-target.log 2>&1 &
+"$MC" --mode=target $MCF --buffer_size=67108864 > $W/mc-target.log 2>&1 &
 mpid=$!
 port=
 i=0
@@ -48,7 +48,7 @@ done
 [ -n "$port" ] || fail "Mooncake target did not start"
 sleep 2
 for block in 65536 1048576; do
-    out=$(timeout 120 $PEER initiator 127.0.0.1:$port $block 16 2>$W/tern-init.log) ||
+    out=$(timeout 120 "$PEER" initiator 127.0.0.1:$port $block 16 2>$W/tern-init.log) ||
         fail "tern -> Mooncake over rdma, $block B blocks: $out"
     echo "ok  tern initiator -> Mooncake target (rdma): $out"
 done
@@ -56,7 +56,7 @@ kill $mpid
 
 echo "=== 2. tern target, Mooncake initiator (rdma)"
 mkfifo $W/in
-$PEER target < $W/in > $W/tern-target.out 2> $W/tern-target.log &
+"$PEER" target < $W/in > $W/tern-target.out 2> $W/tern-target.log &
 tpid=$!
 exec 3> $W/in
 i=0
@@ -66,7 +66,7 @@ name=$(sed -n 's/^READY \([^ ]*\).*/\1/p' $W/tern-target.out)
 ask() { n=$(wc -l < $W/tern-target.out); echo "$1" >&3; i=0
         while [ $i -lt 600 ] && [ "$(wc -l < $W/tern-target.out)" -le "$n" ]; do sleep 0.1; i=$((i + 1)); done
         tail -1 $W/tern-target.out; }
-if timeout 120 $MC --mode=initiator $MCF --segment_id=$name --operation=write --block_size=65536 \
+if timeout 120 "$MC" --mode=initiator $MCF --segment_id=$name --operation=write --block_size=65536 \
         --batch_size=16 --threads=1 --duration=1 --buffer_size=33554432 > $W/mc-write.log 2>&1; then
     fail "tern accepted an unconfirmed Connection from a Mooncake RDMA initiator"
 fi
@@ -83,14 +83,14 @@ echo "=== 3. tern target with handshake_confirm: false, Mooncake initiator (rdma
 sed 's/^log_level: warn$/log_level: warn\nhandshake_confirm: false/' $W/rdma.yaml > $W/rdma-open.yaml
 grep -q '^handshake_confirm: false$' $W/rdma-open.yaml || fail "no handshake_confirm in $W/rdma-open.yaml"
 mkfifo $W/in3
-TERN_MC_PEER_CONFIG=$W/rdma-open.yaml $PEER target < $W/in3 > $W/tern-target.out 2> $W/tern-open.log &
+TERN_MC_PEER_CONFIG=$W/rdma-open.yaml "$PEER" target < $W/in3 > $W/tern-target.out 2> $W/tern-open.log &
 tpid=$!
 exec 3> $W/in3
 i=0
 while [ $i -lt 600 ] && ! grep -q READY $W/tern-target.out; do sleep 0.1; i=$((i + 1)); done
 name=$(sed -n 's/^READY \([^ ]*\).*/\1/p' $W/tern-target.out)
 [ -n "$name" ] || fail "tern target (handshake_confirm: false) did not start"
-mc() { timeout 120 $MC --mode=initiator $MCF --segment_id=$name --operation=$1 --block_size=$2 \
+mc() { timeout 120 "$MC" --mode=initiator $MCF --segment_id=$name --operation=$1 --block_size=$2 \
         --batch_size=16 --threads=1 --duration=1 --buffer_size=33554432 > $W/mc-$1-$2.log 2>&1; }
 for block in 65536 1048576; do
     mc write $block || fail "Mooncake RDMA WRITE of $block B blocks to tern (handshake_confirm: false) failed"
