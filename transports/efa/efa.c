@@ -76,6 +76,7 @@ static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t 
         d->ctx = c;
         d->index = k;
         d->ops.next = d->ops.prev = &d->ops;
+        d->posting.next = d->posting.prev = &d->posting;
         atomic_init(&d->next_key, 1);
         pthread_mutex_init(&d->fi_lock, NULL);
         pthread_mutex_init(&d->ops_lock, NULL);

@@ -42,13 +42,20 @@ static int efa_remote_addr(const efa_ep *e, const tern_slice *s, uint64_t *out)
     return -1;
 }
 
-static void efa_op_unlink(efa_dev *d, efa_op *op)
+/* The call returned: it leaves the device's list of calls, and a refused
+ * operation (failed != NULL) leaves the in-flight list.  An accepted one
+ * may be completed and freed already, so it is not touched here. */
+static void efa_post_end(efa_dev *d, efa_posting *call, efa_op *failed)
 {
     pthread_mutex_lock(&d->ops_lock);
-    op->prev->next = op->next;
-    op->next->prev = op->prev;
-    op->peer->inflight--;
-    op->peer = NULL;
+    call->prev->next = call->next;
+    call->next->prev = call->prev;
+    if (failed) {
+        failed->prev->next = failed->next;
+        failed->next->prev = failed->prev;
+        failed->peer->inflight--;
+        failed->peer = NULL;
+    }
     pthread_mutex_unlock(&d->ops_lock);
 }
 
@@ -60,6 +67,7 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     efa_dev *d = e->dev;
     tern_slice *s = op->slice;
     void *desc = (void *)(uintptr_t)s->lkey;
+    efa_posting call;
     ssize_t rc;
     pthread_rwlock_rdlock(&d->av_lock);
     if (e->gen != atomic_load(&d->gen) || e->peer->stale) {
@@ -71,19 +79,16 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
         return -FI_ECONNRESET;
     }
     op->posted_ms = tern_kit_now_ms();
-    efa_op_link(d, op);
+    efa_op_link(d, op, &call);
     efa_lock(d);
-    atomic_store(&op->in_provider, 1);
     if (s->opcode == TERN_OP_WRITE)
         rc = fi_write(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                       &op->fctx);
     else
         rc = fi_read(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                      &op->fctx);
-    atomic_store(&op->in_provider, 0);
     efa_unlock(d);
-    if (rc)
-        efa_op_unlink(d, op);
+    efa_post_end(d, &call, rc ? op : NULL);
     pthread_rwlock_unlock(&d->av_lock);
     return rc;
 }

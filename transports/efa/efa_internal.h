@@ -45,8 +45,15 @@ typedef struct efa_op {
     struct efa_ep *ep;          /* NULL once the endpoint closed */
     efa_peer *peer;             /* holds peer->inflight until completion */
     uint64_t posted_ms;
-    atomic_int in_provider;     /* inside fi_write / fi_read now */
 } efa_op;
+
+/* One call inside fi_write / fi_read now.  It lives on the posting
+ * thread's stack, not in the operation: a completion may free the
+ * operation before the call returns. */
+typedef struct efa_posting {
+    struct efa_posting *prev, *next; /* the device's list of calls */
+    uint64_t since_ms;
+} efa_posting;
 
 /* One fi_info = one device: fabric, domain, endpoint, AV, CQ. */
 typedef struct efa_dev {
@@ -66,6 +73,7 @@ typedef struct efa_dev {
      * some providers (shm) do not synchronise with their progress. */
     pthread_rwlock_t av_lock;
     efa_op ops;                 /* list head of in-flight operations */
+    efa_posting posting;        /* list head of calls inside the provider */
     efa_peer *peers;
     uint64_t mr_mode;
     uint64_t max_msg;
@@ -150,7 +158,7 @@ int efa_shm_pid(const uint8_t *addr, size_t len);
 
 /* ---- efa_progress.c ---- */
 void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *msg);
-void efa_op_link(efa_dev *d, efa_op *op);
+void efa_op_link(efa_dev *d, efa_op *op, efa_posting *call);
 int efa_ops_abandon(efa_dev *d, const efa_ep *ep, uint64_t older_than,
                     int status, const char *msg);
 int efa_cq_drain(efa_dev *d, int timeout_ms);

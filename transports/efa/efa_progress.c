@@ -42,9 +42,14 @@ void efa_slice_finish(efa_ctx *c, tern_slice *s, int status, const char *msg)
     efa_done_push(c, s);
 }
 
-void efa_op_link(efa_dev *d, efa_op *op)
+void efa_op_link(efa_dev *d, efa_op *op, efa_posting *call)
 {
     pthread_mutex_lock(&d->ops_lock);
+    call->since_ms = op->posted_ms;
+    call->next = d->posting.next;
+    call->prev = &d->posting;
+    d->posting.next->prev = call;
+    d->posting.next = call;
     op->peer = op->ep->peer;
     op->peer->inflight++;
     op->next = d->ops.next;
@@ -176,9 +181,9 @@ uint64_t efa_dev_stuck_post_ms(efa_dev *d)
 {
     uint64_t now = tern_kit_now_ms(), oldest = 0;
     pthread_mutex_lock(&d->ops_lock);
-    for (efa_op *op = d->ops.next; op != &d->ops; op = op->next)
-        if (atomic_load(&op->in_provider) && now - op->posted_ms > oldest)
-            oldest = now - op->posted_ms;
+    for (efa_posting *p = d->posting.next; p != &d->posting; p = p->next)
+        if (now - p->since_ms > oldest)
+            oldest = now - p->since_ms;
     pthread_mutex_unlock(&d->ops_lock);
     return oldest;
 }
