@@ -14,6 +14,9 @@
  *     "tcp_data_port": N, "timestamp": N,
  *     "transports": [{"name", "devices": [...], "priority_matrix": {...},
  *                     "addr": {transport blob}}...] }
+ * plus each "publish.<key>" of a transport blob as a top-level <key>
+ * (tcp publishes tcp_data_port and, serving Mooncake's format,
+ * tcp_proto_version).
  */
 #ifndef TERN_CORE_DESC_H
 #define TERN_CORE_DESC_H
@@ -73,14 +76,13 @@ typedef struct tern_seg_transport {
 typedef struct tern_segment_desc {
     char name[256];
     char protocol[TERN_NAME_MAX];
-    uint16_t tcp_data_port;
+    uint16_t tcp_data_port;            /* encoded as the default: a transport
+                                          may publish its own (addr_json) */
     uint64_t timestamp;
     tern_buffer_desc *buffers;         /* sorted by addr */
     size_t nbuffers;
     tern_seg_transport *transports;    /* in the owner's preference order */
     size_t ntransports;
-    uint8_t tcp_proto_version;         /* encoded when non-zero: Mooncake's data
-                                          format version at tcp_data_port */
 } tern_segment_desc;
 
 /* Encode to JSON text (malloc()ed). */

@@ -132,13 +132,14 @@ static int check_envelope(const struct tern_auth *a, const char *segment, json_o
     return 0;
 }
 
-/* Does any transport of the descriptor point at Mooncake's data format? */
-static int has_mooncake_wire(json_object *d)
+/* The foreign data format ("wire", the one key the core reserves in an
+ * address blob) any transport of the descriptor points at, or NULL. */
+static const char *foreign_wire(json_object *d)
 {
     json_object *ts, *addr;
     if (!json_object_object_get_ex(d, "transports", &ts) ||
         !json_object_is_type(ts, json_type_array))
-        return 0;
+        return NULL;
     for (size_t i = 0; i < json_object_array_length(ts); i++) {
         json_object *t = json_object_array_get_idx(ts, i);
         const char *w = json_object_is_type(t, json_type_object) &&
@@ -146,10 +147,10 @@ static int has_mooncake_wire(json_object *d)
                                 json_object_is_type(addr, json_type_object)
                             ? str_of(addr, "wire", NULL)
                             : NULL;
-        if (w && strcmp(w, "mooncake") == 0)
-            return 1;
+        if (w)
+            return w;
     }
-    return 0;
+    return NULL;
 }
 
 /* What the signed descriptor itself must say: tern's shape, its segment,
@@ -173,11 +174,12 @@ static int check_inner(const char *segment, json_object *d, uint64_t gen, char *
         return tern_errf(err, errlen, TERN_ERR_AUTH,
                          "segment %s: its signed descriptor names segment %.200s; refused",
                          segment, name);
-    if (has_mooncake_wire(d))
+    const char *wire = foreign_wire(d);
+    if (wire)
         return tern_errf(err, errlen, TERN_ERR_AUTH,
-                         "segment %s: its descriptor lists a transport on Mooncake's data "
-                         "format (\"wire\": \"mooncake\"), which cannot prove the shared "
-                         "secret; refused because auth_secret_file is set", segment);
+                         "segment %s: its descriptor lists a transport on a foreign data "
+                         "format (\"wire\": \"%.40s\"), which cannot prove the shared "
+                         "secret; refused because auth_secret_file is set", segment, wire);
     return 0;
 }
 

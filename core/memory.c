@@ -51,27 +51,6 @@ uint64_t tern_memory_covered_locked(const tern_memory *e, uint64_t addr, uint64_
 
 /* ---- descriptor ----------------------------------------------------------- */
 
-/* The top-level tcp_data_port: the tcp transport's port for Mooncake's
- * format when it serves one (that is where a Mooncake initiator connects;
- * tern peers use the blob), else its own.  *mooncake tells which. */
-static uint16_t tcp_data_port(const tern_memory *e, int *mooncake)
-{
-    *mooncake = 0;
-    for (size_t i = 0; i < e->nxports; i++) {
-        uint64_t port = 0;
-        if (strcmp(e->xports[i].pl->name, "tcp") != 0)
-            continue;
-        if (tern_desc_get_u64(e->xports[i].blob, "mooncake_port", &port) == 0 && port &&
-            port <= 65535) {
-            *mooncake = 1;
-            return (uint16_t)port;
-        }
-        if (tern_desc_get_u64(e->xports[i].blob, "port", &port) == 0 && port <= 65535)
-            return (uint16_t)port;
-    }
-    return 0;
-}
-
 static int build_buffers(const tern_memory *e, tern_segment_desc *d)
 {
     d->buffers = calloc(e->nbufs ? e->nbufs : 1, sizeof *d->buffers);
@@ -138,9 +117,6 @@ static char *encode_local(tern_memory *e)
     memset(&d, 0, sizeof d);
     tern_strlcpy(d.name, e->server_name, sizeof d.name);
     tern_strlcpy(d.protocol, e->xports[0].pl->name, sizeof d.protocol);
-    int mooncake = 0;
-    d.tcp_data_port = tcp_data_port(e, &mooncake);
-    d.tcp_proto_version = mooncake ? 2 : 0; /* docs/protocol.md, Mooncake compatibility */
     /* The generation: wall-clock microseconds, so a restarted peer's
      * descriptor is newer than its predecessor's, and strictly increasing
      * within this process. */

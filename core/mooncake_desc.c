@@ -14,9 +14,10 @@
  *     stands for "unknown".
  *   - "protocol": "tcp" without devices or priority_matrix: one pseudo device,
  *     "mooncake-tcp", reachable from every location ("*"), a zero key per
- *     buffer, and a "transports" entry whose address blob sends the tcp
- *     transport to tcp_data_port in Mooncake's data format, version
- *     tcp_proto_version (1 when absent).
+ *     buffer, and a "transports" entry for the transport named "tcp"
+ *     whose address blob says "wire": "mooncake" and carries the
+ *     descriptor's own top-level fields; that transport reads
+ *     tcp_data_port and tcp_proto_version from them itself.
  * RDMA descriptors already carry devices, keys and a priority_matrix in
  * the shape tern reads; only the first two rules apply to them. */
 #include "mooncake_desc.h"
@@ -77,38 +78,21 @@ static json_object *tcp_matrix(void)
     return m;
 }
 
-/* "host:port" or "[v6]:port" -> host (what the tcp transport connects to). */
-static void host_of(const char *name, char *out, size_t outlen)
-{
-    const char *end = strrchr(name, ':');
-    const char *start = name;
-    if (name[0] == '[') {
-        start = name + 1;
-        end = strchr(name, ']');
-    }
-    size_t n = end ? (size_t)(end - start) : strlen(start);
-    if (n >= outlen)
-        n = outlen - 1;
-    memcpy(out, start, n);
-    out[n] = '\0';
-}
-
-/* The tcp transport's address blob for a Mooncake peer. */
-static json_object *tcp_addr(json_object *root)
+/* The address blob of the transport named like the descriptor's protocol:
+ * "wire" (the one key the core reserves in a blob, docs/plugins.md) names
+ * Mooncake's data format, and the descriptor's own scalar top-level fields
+ * (name, tcp_data_port, tcp_proto_version, ...) follow as they are, for
+ * that transport to read: the core does not interpret them for it. */
+static json_object *foreign_addr(json_object *root)
 {
     json_object *a = json_object_new_object();
-    json_object *name = get(root, "name"), *port = get(root, "tcp_data_port");
-    json_object *ver = get(root, "tcp_proto_version");
-    char host[256] = "";
-    if (name && json_object_is_type(name, json_type_string))
-        host_of(json_object_get_string(name), host, sizeof host);
-    json_object_object_add(a, "host", json_object_new_string(host));
-    if (port && json_object_is_type(port, json_type_int) && json_object_get_int64(port) > 0 &&
-        json_object_get_int64(port) <= 65535)
-        json_object_object_add(a, "port", json_object_new_uint64((uint64_t)json_object_get_int64(port)));
-    int64_t v = ver && json_object_is_type(ver, json_type_int) ? json_object_get_int64(ver) : 1;
     json_object_object_add(a, "wire", json_object_new_string("mooncake"));
-    json_object_object_add(a, "version", json_object_new_uint64(v >= 2 ? 2 : 1));
+    json_object_object_foreach(root, key, val)
+    {
+        if (strcmp(key, "wire") != 0 &&
+            (json_object_is_type(val, json_type_string) || json_object_is_type(val, json_type_int)))
+            json_object_object_add(a, key, json_object_get(val));
+    }
     return a;
 }
 
@@ -149,7 +133,7 @@ void tern_mooncake_desc_normalize(json_object *root, size_t location_max)
     json_object_object_add(t, "name", json_object_new_string("tcp"));
     json_object_object_add(t, "devices", tcp_devices());
     json_object_object_add(t, "priority_matrix", tcp_matrix());
-    json_object_object_add(t, "addr", tcp_addr(root));
+    json_object_object_add(t, "addr", foreign_addr(root));
     json_object_array_add(arr, t);
     json_object_object_add(root, "transports", arr);
 }

@@ -39,6 +39,49 @@ static json_object *devices_json(const tern_device_desc *d, size_t n)
     return a;
 }
 
+/* Top-level keys that are the descriptor's own structure: a transport
+ * cannot publish over them. */
+static int core_owned_key(const char *key)
+{
+    static const char *const own[] = {"name",     "protocol",        "devices",
+                                      "buffers",  "priority_matrix", "timestamp",
+                                      "transports"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (strcmp(key, own[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A transport's address blob as encoded, without its "publish.<key>"
+ * members: each of those becomes the descriptor's top-level <key> instead
+ * (docs/plugins.md, "What a transport publishes"), the first transport in
+ * preference order winning; `lifted` remembers which keys were taken. */
+static json_object *addr_json(json_object *root, const tern_desc *blob, json_object *lifted)
+{
+    static const char prefix[] = "publish.";
+    json_object *out = json_object_new_object();
+    if (!blob)
+        return out;
+    json_object_object_foreach(AS_JSON(blob), key, val)
+    {
+        if (strncmp(key, prefix, sizeof prefix - 1) != 0) {
+            json_object *copy = NULL;
+            if (json_object_deep_copy(val, &copy, NULL) == 0)
+                json_object_object_add(out, key, copy);
+            continue;
+        }
+        const char *top = key + sizeof prefix - 1;
+        if (!*top || core_owned_key(top) || json_object_object_get_ex(lifted, top, NULL))
+            continue;
+        json_object *copy = NULL;
+        if (json_object_deep_copy(val, &copy, NULL) == 0) {
+            json_object_object_add(root, top, copy);
+            json_object_object_add(lifted, top, NULL);
+        }
+    }
+    return out;
+}
+
 /* The topology as a JSON object ({} when none). */
 static json_object *matrix_json(const struct tern_topology *t)
 {
@@ -95,24 +138,20 @@ char *tern_segment_desc_encode(const tern_segment_desc *d)
     json_object_object_add(root, "buffers", bufs);
     json_object_object_add(root, "priority_matrix", matrix_json(t0 ? t0->topology : NULL));
     json_object_object_add(root, "tcp_data_port", json_object_new_uint64(d->tcp_data_port));
-    if (d->tcp_proto_version)
-        json_object_object_add(root, "tcp_proto_version",
-                               json_object_new_uint64(d->tcp_proto_version));
     json_object_object_add(root, "timestamp", json_object_new_uint64(d->timestamp));
     json_object *ts = json_object_new_array_ext(d->ntransports ? (int)d->ntransports : 1);
+    json_object *lifted = json_object_new_object();
     for (size_t i = 0; i < d->ntransports; i++) {
         const tern_seg_transport *t = &d->transports[i];
         json_object *o = json_object_new_object();
         json_object_object_add(o, "name", json_object_new_string(t->name));
         json_object_object_add(o, "devices", devices_json(t->devices, t->ndevices));
         json_object_object_add(o, "priority_matrix", matrix_json(t->topology));
-        json_object *addr = NULL;
-        if (t->addr)
-            json_object_deep_copy(AS_JSON(t->addr), &addr, NULL);
-        json_object_object_add(o, "addr", addr ? addr : json_object_new_object());
+        json_object_object_add(o, "addr", addr_json(root, t->addr, lifted));
         json_object_array_add(ts, o);
     }
     json_object_object_add(root, "transports", ts);
+    json_object_put(lifted);
     char *out = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
     json_object_put(root);
     return out;

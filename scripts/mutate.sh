@@ -153,6 +153,9 @@ spread-ignores-rate | - | double rate = \(double\)\(r \? \Kr(?= : best_rate) | 1
 stall-without-others-moving | - | if \(\K!others(?=\)\n            continue; /\* the whole peer is silent) | 0 | test_spread | spread/silent_peer_is_not_a_stalled_pair
 paused-pair-still-picked | - | if \(strict && \(\Katomic_load\(&q->paused_until_ns\) > now(?= \|\|) | now == 0 | test_spread | spread/stall_pause_and_probation
 probation-without-limit | - | \(atomic_load\(&q->probation\) && \Katomic_load\(&q->inflight\) > 0(?=\)\)\)) | 0 | test_spread | spread/stall_pause_and_probation
+# What a transport publishes (core/segment_desc.c): "publish.<key>" reaches the top level, not over the descriptor's own keys
+publish-not-lifted | - | if \(\K!\*top \|\| (?=core_owned_key\(top\)) | 1 || | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
+publish-over-own-keys | - | if \(!\*top \|\| \Kcore_owned_key\(top\)(?= \|\|) | 0 | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

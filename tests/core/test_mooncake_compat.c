@@ -57,14 +57,14 @@ Test(mooncake_desc, v0310_tcp_read_as_is)
     cr_assert_geq(tern_topology_select(t->topology, "cpu:0", 0, NULL), 0);
     cr_assert_geq(tern_topology_select(t->topology, "*", 0, NULL), 0);
     cr_assert_not_null(tern_buffer_find_keys(&d->buffers[0], "tcp"));
-    /* the blob sends tern's tcp transport to tcp_data_port in format 1 */
-    cr_assert_str_eq(tern_desc_get_str(t->addr, "host"), "127.0.0.1");
+    /* the blob names Mooncake's format and carries the descriptor's own
+     * fields for the tcp transport (v0.3.10 has no tcp_proto_version) */
     cr_assert_str_eq(tern_desc_get_str(t->addr, "wire"), "mooncake");
+    cr_assert_str_eq(tern_desc_get_str(t->addr, "name"), "127.0.0.1:15873");
     uint64_t port = 0, ver = 0;
-    cr_assert_eq(tern_desc_get_u64(t->addr, "port", &port), 0);
+    cr_assert_eq(tern_desc_get_u64(t->addr, "tcp_data_port", &port), 0);
     cr_assert_eq(port, 16321);
-    cr_assert_eq(tern_desc_get_u64(t->addr, "version", &ver), 0);
-    cr_assert_eq(ver, 1);
+    cr_assert_neq(tern_desc_get_u64(t->addr, "tcp_proto_version", &ver), 0);
     tern_segment_desc_free(d);
 }
 
@@ -90,7 +90,7 @@ Test(mooncake_desc, v0312_advertises_format_2)
     tern_segment_desc *d = decode_ok(mc_0312);
     const tern_seg_transport *t = tern_segment_find_transport(d, "tcp");
     uint64_t ver = 0;
-    cr_assert_eq(tern_desc_get_u64(t->addr, "version", &ver), 0);
+    cr_assert_eq(tern_desc_get_u64(t->addr, "tcp_proto_version", &ver), 0);
     cr_assert_eq(ver, 2);
     cr_assert_str_eq(d->buffers[0].location, "127.0.0.1:15873");
     tern_segment_desc_free(d);
@@ -133,25 +133,48 @@ Test(mooncake_desc, rdma_descriptor_with_string_timestamp)
     tern_segment_desc_free(d);
 }
 
+/* A transport's "publish.<key>" becomes the top-level <key>, the first
+ * transport winning; the descriptor's own keys cannot be published over. */
 Test(mooncake_desc, tern_publishes_what_mooncake_reads)
 {
     tern_segment_desc d;
+    tern_seg_transport t[2];
     memset(&d, 0, sizeof d);
+    memset(t, 0, sizeof t);
     strcpy(d.name, "127.0.0.1:12001");
     strcpy(d.protocol, "tcp");
-    d.tcp_data_port = 40001;
-    d.tcp_proto_version = 2;
+    strcpy(t[0].name, "tcp");
+    strcpy(t[1].name, "other");
+    t[0].addr = tern_desc_new();
+    t[1].addr = tern_desc_new();
+    tern_desc_set_u64(t[0].addr, "port", 40000);
+    tern_desc_set_u64(t[0].addr, "publish.tcp_data_port", 40001);
+    tern_desc_set_u64(t[0].addr, "publish.tcp_proto_version", 2);
+    tern_desc_set_u64(t[1].addr, "publish.tcp_data_port", 50001);
+    tern_desc_set_str(t[1].addr, "publish.name", "forged:1");
+    d.transports = t;
+    d.ntransports = 2;
     char *json = tern_segment_desc_encode(&d);
     json_object *o = json_tokener_parse(json), *v;
-    cr_assert(json_object_object_get_ex(o, "tcp_proto_version", &v));
+    cr_assert(json_object_object_get_ex(o, "tcp_proto_version", &v), "%s", json);
     cr_assert_eq(json_object_get_int(v), 2);
+    cr_assert(json_object_object_get_ex(o, "tcp_data_port", &v));
+    cr_assert_eq(json_object_get_int(v), 40001, "%s", json);
+    cr_assert(json_object_object_get_ex(o, "name", &v));
+    cr_assert_str_eq(json_object_get_string(v), "127.0.0.1:12001");
     cr_assert(json_object_object_get_ex(o, "protocol", &v));
     cr_assert_str_eq(json_object_get_string(v), "tcp");
+    cr_assert_null(strstr(json, "publish."), "a publish key stayed in a blob: %s", json);
+    cr_assert_not_null(strstr(json, "\"port\":40000"), "%s", json);
     json_object_put(o);
     free(json);
-    d.tcp_proto_version = 0; /* without the Mooncake port: not advertised */
+    tern_desc_free(t[0].addr);
+    tern_desc_free(t[1].addr);
+    d.ntransports = 0; /* without a publishing transport: the default */
+    d.tcp_data_port = 7;
     json = tern_segment_desc_encode(&d);
     cr_assert_null(strstr(json, "tcp_proto_version"));
+    cr_assert_not_null(strstr(json, "\"tcp_data_port\":7"), "%s", json);
     free(json);
 }
 

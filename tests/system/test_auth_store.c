@@ -421,10 +421,11 @@ static void mooncake_entries(int with_port)
     json_object *d = inner_of(orig), *ts;
     cr_assert(json_object_object_get_ex(d, "transports", &ts));
     json_object *addr = json_object_new_object();
-    json_object_object_add(addr, "host", json_object_new_string("127.0.0.1"));
-    json_object_object_add(addr, "port", json_object_new_int(k.port));
+    char mcname[64];
+    snprintf(mcname, sizeof mcname, "127.0.0.1:%d", k.port);
     json_object_object_add(addr, "wire", json_object_new_string("mooncake"));
-    json_object_object_add(addr, "version", json_object_new_int(1));
+    json_object_object_add(addr, "name", json_object_new_string(mcname));
+    json_object_object_add(addr, "tcp_data_port", json_object_new_int(k.port));
     json_object_object_add(json_object_array_get_idx(ts, 0), "addr", addr);
     store_set(&c.raw, victim, json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
     json_object_put(d);

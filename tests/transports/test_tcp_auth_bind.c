@@ -94,10 +94,9 @@ Test(tcp_auth_bind, another_engines_address_fails_the_proof)
 static int open_mooncake_blob(inst *in, char *err, size_t errlen)
 {
     tern_desc *blob = tern_desc_new();
-    tern_desc_set_str(blob, "host", "127.0.0.1");
-    tern_desc_set_u64(blob, "port", 9); /* nothing is sent there: refused before */
     tern_desc_set_str(blob, "wire", "mooncake");
-    tern_desc_set_u64(blob, "version", 1);
+    tern_desc_set_str(blob, "name", "127.0.0.1:2009");
+    tern_desc_set_u64(blob, "tcp_data_port", 9); /* nothing is sent there: refused before */
     tern_ep_params p = {.struct_size = sizeof p, .peer_name = "127.0.0.1:2009",
                         .peer_segment = blob};
     void *ep = NULL;

@@ -283,8 +283,14 @@ static int tcp_segment_describe(void *vctx, tern_desc *out)
         if (rc == 0)
             rc = ctx->host.desc_set_u64(out, key, (uint64_t)ctx->nics[i].port);
     }
+    /* "publish.<key>": the descriptor's top-level <key>, for peers that
+     * read only the top level (docs/plugins.md, "What a transport
+     * publishes").  Mooncake's initiator connects to tcp_data_port: the
+     * Mooncake listener when there is one, else this port. */
     if (rc == 0)
-        rc = tcp_mc_describe(ctx, out);
+        rc = ctx->mc_srv ? tcp_mc_describe(ctx, out)
+                         : ctx->host.desc_set_u64(out, "publish.tcp_data_port",
+                                                  (uint64_t)ctx->lport);
     return rc;
 }
 

@@ -25,6 +25,7 @@
 #define TCP_MC_OP_READ 0
 #define TCP_MC_OP_WRITE 1
 #define TCP_MC_OP_V2 0x80
+#define TCP_MC_PROTO_VERSION 2 /* what the target side serves */
 #define TCP_MC_STATUS_MAGIC (UINT64_C(0x4D435456) << 32) /* "MCTV" */
 #define TCP_MC_STATUS_OK (TCP_MC_STATUS_MAGIC | 0)
 #define TCP_MC_STATUS_REFUSED (TCP_MC_STATUS_MAGIC | 1)

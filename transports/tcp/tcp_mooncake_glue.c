@@ -2,14 +2,15 @@
  * (tcp_mooncake.c) wired into the transport.
  *
  * Target side: with the option `mooncake_port` (>= 0) the transport runs a
- * second listener that speaks only Mooncake's format, and advertises it as
- * "mooncake_port" in its blob; the core publishes it as the descriptor's
- * tcp_data_port, which is where a Mooncake initiator connects.  A separate
+ * second listener that speaks only Mooncake's format, and publishes it as
+ * the descriptor's top-level tcp_data_port (with tcp_proto_version), which
+ * is where a Mooncake initiator connects.  A separate
  * port, not detection on tern's own port: the first bytes of a Mooncake
  * request are a free 64-bit size and could equal tern's magic.
- * Initiator side: a peer blob with "wire": "mooncake" (the core writes it
- * for a Mooncake descriptor, docs/protocol.md "Mooncake compatibility")
- * gets a Mooncake endpoint; every other peer gets tern's own.
+ * Initiator side: a peer blob with "wire": "mooncake" (the core builds it
+ * from a Mooncake descriptor's own top-level fields, docs/protocol.md
+ * "Mooncake compatibility") gets a Mooncake endpoint; every other peer gets
+ * tern's own.
  * Endpoints of both kinds start with an int `wire`, so the vtable entries
  * below dispatch on it. */
 #define _GNU_SOURCE
@@ -103,28 +104,54 @@ void tcp_mc_stop(tcp_ctx *ctx)
     ctx->mc_srv = NULL;
 }
 
+/* The Mooncake listener's port and format version, published at the
+ * descriptor's top level where a Mooncake initiator reads them. */
 int tcp_mc_describe(tcp_ctx *ctx, tern_desc *out)
 {
-    if (!ctx->mc_srv)
-        return 0;
-    return ctx->host.desc_set_u64(out, "mooncake_port",
-                                  (uint64_t)tcp_mc_server_port(ctx->mc_srv));
+    int rc = ctx->host.desc_set_u64(out, "publish.tcp_data_port",
+                                    (uint64_t)tcp_mc_server_port(ctx->mc_srv));
+    if (rc == 0)
+        rc = ctx->host.desc_set_u64(out, "publish.tcp_proto_version", TCP_MC_PROTO_VERSION);
+    return rc;
 }
 
 /* ---- initiator side ------------------------------------------------------------ */
 
+/* "host:port" or "[v6]:port" -> host: Mooncake's segment name is its
+ * handshake address, and its data port listens on the same host. */
+static void mc_host_of(const char *name, char *out, size_t outlen)
+{
+    const char *start = name, *end;
+    if (*name == '[') {
+        start = name + 1;
+        end = strchr(start, ']');
+    } else {
+        end = strrchr(name, ':');
+    }
+    size_t n = end ? (size_t)(end - start) : strlen(start);
+    if (n >= outlen)
+        n = outlen - 1;
+    memcpy(out, start, n);
+    out[n] = '\0';
+}
+
+/* The peer blob of a Mooncake segment holds its descriptor's own top-level
+ * fields: name, tcp_data_port and, from v0.3.12, tcp_proto_version. */
 static int mc_ep_open(tcp_ctx *ctx, const tern_ep_params *p, void **out, char *err,
                       size_t errlen)
 {
-    const char *host = ctx->host.desc_get_str(p->peer_segment, "host");
+    const char *name = ctx->host.desc_get_str(p->peer_segment, "name");
+    char host[256] = "";
     uint64_t port = 0, version = 1;
-    if (!host || ctx->host.desc_get_u64(p->peer_segment, "port", &port) != 0 || port == 0 ||
-        port > 65535)
+    if (name)
+        mc_host_of(name, host, sizeof host);
+    if (!host[0] || ctx->host.desc_get_u64(p->peer_segment, "tcp_data_port", &port) != 0 ||
+        port == 0 || port > 65535)
         return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
                              "tcp ep_open: Mooncake segment %s has no usable address "
-                             "(host %s, tcp_data_port %" PRIu64 ")",
-                             p->peer_name ? p->peer_name : "?", host ? host : "(none)", port);
-    ctx->host.desc_get_u64(p->peer_segment, "version", &version);
+                             "(name %s, tcp_data_port %" PRIu64 ")",
+                             p->peer_name ? p->peer_name : "?", name ? name : "(none)", port);
+    ctx->host.desc_get_u64(p->peer_segment, "tcp_proto_version", &version);
     tcp_mc_gep *g = calloc(1, sizeof *g);
     if (!g)
         return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
