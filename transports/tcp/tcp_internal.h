@@ -126,10 +126,23 @@ typedef struct tcp_conn {
     uint64_t next_id;
 } tcp_conn;
 
+/* What every endpoint the transport hands out starts with: the data
+ * format it speaks, so the vtable entries (tcp_mooncake_glue.c) can tell
+ * tern's endpoints from Mooncake-format ones. */
+enum { TCP_WIRE_TERN = 0, TCP_WIRE_MOONCAKE = 1 };
+typedef struct tcp_ep_head {
+    int wire; /* TCP_WIRE_* */
+} tcp_ep_head;
+
+static inline int tcp_ep_wire(const void *vep)
+{
+    return ((const tcp_ep_head *)vep)->wire;
+}
+
 /* An endpoint: up to `connections` connections to one peer's data port;
  * one is open from ep_connect on, more while the queue is deep. */
 typedef struct tcp_ep {
-    int wire;                        /* TCP_WIRE_TERN (0); see tcp_mooncake_glue.c */
+    tcp_ep_head head;                /* TCP_WIRE_TERN (0) */
     struct tcp_ctx *ctx;
     char host[TCP_HOST_MAX];
     uint16_t port;
@@ -276,7 +289,6 @@ int tcp_ep_reset(void *vep);
 int tcp_submit(void *vep, tern_slice *const *slices, int n);
 
 /* tcp_mooncake_glue.c: Mooncake's data format wired into the transport */
-enum { TCP_WIRE_TERN = 0, TCP_WIRE_MOONCAKE = 1 };
 int tcp_mc_start(tcp_ctx *ctx, char *err, size_t errlen);
 void tcp_mc_stop(tcp_ctx *ctx);
 int tcp_mc_describe(tcp_ctx *ctx, tern_desc *out);

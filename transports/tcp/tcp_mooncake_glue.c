@@ -11,8 +11,8 @@
  * from a Mooncake descriptor's own top-level fields, docs/protocol.md
  * "Mooncake compatibility") gets a Mooncake endpoint; every other peer gets
  * tern's own.
- * Endpoints of both kinds start with an int `wire`, so the vtable entries
- * below dispatch on it. */
+ * Endpoints of both kinds start with a tcp_ep_head (tcp_internal.h), so
+ * the vtable entries below dispatch on its wire. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #include "tcp_mooncake.h"
 
 typedef struct tcp_mc_gep {
-    int wire; /* TCP_WIRE_MOONCAKE */
+    tcp_ep_head head; /* TCP_WIRE_MOONCAKE */
     tcp_ctx *ctx;
     tcp_mc_ep *mc;
     struct tcp_mc_gep *next;
@@ -155,7 +155,7 @@ static int mc_ep_open(tcp_ctx *ctx, const tern_ep_params *p, void **out, char *e
     tcp_mc_gep *g = calloc(1, sizeof *g);
     if (!g)
         return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp ep_open: out of memory");
-    g->wire = TCP_WIRE_MOONCAKE;
+    g->head.wire = TCP_WIRE_MOONCAKE;
     g->ctx = ctx;
     tcp_mc_hooks h = hooks_of(ctx);
     int rc = tcp_mc_ep_open(&h, host, (uint16_t)port, (int)version, ctx->opt_nconn, &g->mc,
@@ -193,14 +193,14 @@ int tcp_any_ep_open(void *vctx, const tern_ep_params *p, void **out, char *err, 
 
 int tcp_any_ep_connect(void *vep, const tern_desc *peer, char *err, size_t errlen)
 {
-    if (vep && *(int *)vep == TCP_WIRE_MOONCAKE)
+    if (vep && tcp_ep_wire(vep) == TCP_WIRE_MOONCAKE)
         return 0; /* connections open on first use */
     return tcp_ep_connect(vep, peer, err, errlen);
 }
 
 void tcp_any_ep_close(void *vep)
 {
-    if (!vep || *(int *)vep != TCP_WIRE_MOONCAKE) {
+    if (!vep || tcp_ep_wire(vep) != TCP_WIRE_MOONCAKE) {
         tcp_ep_close(vep);
         return;
     }
@@ -221,14 +221,14 @@ void tcp_any_ep_close(void *vep)
  * reopened by the core instead. */
 int tcp_any_ep_reset(void *vep)
 {
-    if (!vep || *(int *)vep != TCP_WIRE_MOONCAKE)
+    if (!vep || tcp_ep_wire(vep) != TCP_WIRE_MOONCAKE)
         return tcp_ep_reset(vep);
     return TERN_ERR_NOT_SUPPORTED;
 }
 
 int tcp_any_submit(void *vep, tern_slice *const *slices, int n)
 {
-    if (vep && *(int *)vep == TCP_WIRE_MOONCAKE)
+    if (vep && tcp_ep_wire(vep) == TCP_WIRE_MOONCAKE)
         return tcp_mc_ep_submit(((tcp_mc_gep *)vep)->mc, slices, n);
     return tcp_submit(vep, slices, n);
 }
