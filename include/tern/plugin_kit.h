@@ -1,5 +1,6 @@
 /* tern/plugin_kit.h: what every transport would otherwise write again.
  *
+ *  - TERN_KIT_TRANSPORT_HEAD: the first members of the exported table;
  *  - tern_kit_errf: the message into (err, errlen), the code returned;
  *  - tern_kit_now_ms / _now_us / _now_ns (CLOCK_MONOTONIC) and tern_kit_deadline (an
  *    absolute CLOCK_REALTIME time for pthread_cond_timedwait);
@@ -97,6 +98,19 @@ typedef struct tern_kit_field {
     size_t offset;
     size_t size;
 } tern_kit_field;
+
+/* The members every exported transport table starts with, for the ABI of
+ * the headers the plugin is built against (the core checks them first):
+ *
+ *   TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
+ *       TERN_KIT_TRANSPORT_HEAD("memcpy", MC_VERSION),
+ *       .caps = TERN_CAP_READ | TERN_CAP_WRITE,
+ *       ...
+ */
+#define TERN_KIT_TRANSPORT_HEAD(name_, version_)                                         \
+    .magic = TERN_TRANSPORT_MAGIC, .struct_size = sizeof(tern_transport),               \
+    .abi_major = TERN_TRANSPORT_ABI_MAJOR, .abi_minor = TERN_TRANSPORT_ABI_MINOR,       \
+    .name = (name_), .version = (version_)
 
 /* The two expansions of one list of X(struct, member, key, type, min, max,
  * choices, default, help) rows. */

@@ -74,7 +74,7 @@ int store_http(const store_http_req *rq, store_http_reply *out, char *err, size_
     memset(out, 0, sizeof *out);
     CURL *c = curl_easy_init();
     if (!c)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "curl_easy_init failed");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "curl_easy_init failed");
     body b = {.max = rq->max_response};
     struct curl_slist *hdr = NULL;
     set_request(c, rq, &hdr, &b);
@@ -85,12 +85,12 @@ int store_http(const store_http_req *rq, store_http_reply *out, char *err, size_
     if (cc != CURLE_OK) {
         free(b.p);
         if (b.overflow && rq->max_response % (1u << 20) == 0)
-            return store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s %s: response larger than "
+            return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s %s: response larger than "
                               "%zu MiB", rq->method, rq->url, rq->max_response >> 20);
         if (b.overflow)
-            return store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s %s: response larger than "
+            return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s %s: response larger than "
                               "%zu bytes", rq->method, rq->url, rq->max_response);
-        return store_errf(err, errlen,
+        return tern_kit_errf(err, errlen,
                           cc == CURLE_OPERATION_TIMEDOUT ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
                           "%s %s: %s%s", rq->method, rq->url, curl_easy_strerror(cc),
                           cc == CURLE_OPERATION_TIMEDOUT ? " (timed out)" : "");

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "store_util.h"
+#include "tern/plugin_kit.h"
 
 typedef struct store_http_req {
     const char *method;       /* "GET", "PUT", "POST", "DELETE" */

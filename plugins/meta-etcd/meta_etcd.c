@@ -122,14 +122,14 @@ static int post_one(estore *s, const char *host, const char *path, const char *r
     }
     json_object *o = json_tokener_parse(r.body ? r.body : "");
     if (!o || !json_object_is_type(o, json_type_object)) {
-        rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: HTTP %ld, not a JSON object: %.120s",
+        rc = tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: HTTP %ld, not a JSON object: %.120s",
                         url, r.status, r.body ? r.body : "");
         json_object_put(o);
     } else if (r.status != 200) {
         json_object *m = NULL;
         if (!json_object_object_get_ex(o, "message", &m))
             json_object_object_get_ex(o, "error", &m);
-        rc = store_errf(err, errlen, TERN_ERR_IO, "%s: HTTP %ld: %s", url, r.status,
+        rc = tern_kit_errf(err, errlen, TERN_ERR_IO, "%s: HTTP %ld: %s", url, r.status,
                         m ? json_object_get_string(m) : "(no message)");
         if (r.status >= 500)
             *retry = 2;
@@ -172,7 +172,7 @@ static int post_round(estore *s, const char *text, const char *path, json_object
         }
         if (!retry) {
             *final = 1;
-            return store_errf(err, errlen, rc, "%s", one);
+            return tern_kit_errf(err, errlen, rc, "%s", one);
         }
         *electing |= retry == 2;
         if (al < allen)
@@ -198,7 +198,7 @@ static int post(estore *s, const char *path, json_object *req, json_object **res
         if (rc == 0 || final)
             return rc; /* done, or refused for good (not worth another endpoint) */
         if (!electing || mono_ms() + (uint64_t)nap_ms >= end)
-            return store_errf(err, errlen, rc,
+            return tern_kit_errf(err, errlen, rc,
                         "no etcd endpoint answered%s (%s); check that etcd is running with "
                         "--listen-client-urls covering %s and that a majority of its members "
                         "is up", electing ? " within the store's timeout" : "", all, s->uri);
@@ -225,11 +225,11 @@ static int e_range(estore *s, const char *key, const char *range_end, json_objec
 static int e_open(const char *uri, int timeout_ms, void **store, char *err, size_t errlen)
 {
     if (strncmp(uri, "etcd://", 7) != 0 || !uri[7])
-        return store_errf(err, errlen, TERN_ERR_CONFIG,
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
                     "expected etcd://host:port[,host:port...], got \"%s\"", uri);
     estore *s = calloc(1, sizeof *s);
     if (!s)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     snprintf(s->uri, sizeof s->uri, "%s", uri);
     s->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
     const char *p = uri + 7;
@@ -237,7 +237,7 @@ static int e_open(const char *uri, int timeout_ms, void **store, char *err, size
         size_t n = strcspn(p, ",/");
         if (n == 0 || n >= sizeof s->hosts[0] || s->nhosts == ETCD_MAX_HOSTS) {
             free(s);
-            return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad endpoint list", uri);
+            return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad endpoint list", uri);
         }
         memcpy(s->hosts[s->nhosts], p, n);
         s->hosts[s->nhosts++][n] = '\0';
@@ -316,13 +316,13 @@ static int e_get(void *store, const char *key, char **value, size_t *len, char *
     if (!json_object_object_get_ex(r, "kvs", &kvs) || !json_object_is_type(kvs, json_type_array) ||
         json_object_array_length(kvs) == 0) {
         json_object_put(r);
-        return store_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
     }
     char *k;
     rc = kv_of(json_object_array_get_idx(kvs, 0), &k, value, len);
     json_object_put(r);
     if (rc)
-        return store_errf(err, errlen, rc, "%s: malformed range reply for %s", s->uri, key);
+        return tern_kit_errf(err, errlen, rc, "%s: malformed range reply for %s", s->uri, key);
     free(k);
     return 0;
 }
@@ -386,7 +386,7 @@ static int lease_grant(estore *s, int ttl_s, char *id, size_t idlen, char *err, 
     if (rc)
         return rc;
     if (v == 0)
-        return store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: /v3/lease/grant returned no ID", s->uri);
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: /v3/lease/grant returned no ID", s->uri);
     snprintf(id, idlen, "%lld", v);
     return 0;
 }
@@ -410,14 +410,14 @@ static int e_put_ttl(void *store, const char *key, const char *value, size_t len
     estore *s = store;
     char id[32] = "";
     if (ttl_s <= 0 || strlen(key) >= sizeof s->leases[0].key)
-        return store_errf(err, errlen, TERN_ERR_INVAL, "etcd put_ttl: bad ttl %d s or key", ttl_s);
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "etcd put_ttl: bad ttl %d s or key", ttl_s);
     pthread_mutex_lock(&s->mu);
     int slot = lease_slot(s, key);
     if (slot >= 0)
         snprintf(id, sizeof id, "%s", s->leases[slot].id);
     pthread_mutex_unlock(&s->mu);
     if (slot < 0)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "etcd put_ttl: more than %d keys with a lease",
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "etcd put_ttl: more than %d keys with a lease",
                     ETCD_MAX_LEASES);
     int rc = id[0] ? lease_keepalive(s, id, err, errlen) : 0;
     if (rc < 0)
@@ -454,16 +454,16 @@ static int e_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
     estore *s = store;
     size_t n = strlen(prefix);
     if (n == 0)
-        return store_errf(err, errlen, TERN_ERR_INVAL, "%s: empty prefix", s->uri);
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "%s: empty prefix", s->uri);
     /* range_end = prefix with its last byte below 0xff incremented. */
     char *end = strdup(prefix);
     if (!end)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     while (n && (unsigned char)end[n - 1] == 0xff)
         end[--n] = '\0';
     if (!n) {
         free(end);
-        return store_errf(err, errlen, TERN_ERR_INVAL, "%s: prefix of 0xff bytes", s->uri);
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "%s: prefix of 0xff bytes", s->uri);
     }
     end[n - 1]++;
     json_object *r = NULL, *kvs;
@@ -476,7 +476,7 @@ static int e_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
             char *k, *v;
             size_t vl;
             if (kv_of(json_object_array_get_idx(kvs, i), &k, &v, &vl) != 0) {
-                rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: malformed range reply", s->uri);
+                rc = tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: malformed range reply", s->uri);
                 break;
             }
             int stop = cb(arg, k, v, vl);

@@ -35,7 +35,7 @@ static int request(hstore *s, const char *method, const char *key, const char *v
     int n = esc ? snprintf(url, sizeof url, "%s?key=%s", s->base, esc) : -1;
     free(esc);
     if (n < 0 || (size_t)n >= sizeof url)
-        return store_errf(err, errlen, TERN_ERR_INVAL, "%s: key too long for a URL: %.80s", s->base,
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "%s: key too long for a URL: %.80s", s->base,
                     key);
     store_http_req rq = {.method = method, .url = url, .body = value, .body_len = len,
                          .timeout_ms = s->timeout_ms, .max_response = HTTP_MAX_RESPONSE};
@@ -43,7 +43,7 @@ static int request(hstore *s, const char *method, const char *key, const char *v
     char why[1024];
     int rc = store_http(&rq, &r, why, sizeof why);
     if (rc)
-        return store_errf(err, errlen, rc, "%s%s", why,
+        return tern_kit_errf(err, errlen, rc, "%s%s", why,
                     rc == TERN_ERR_PROTOCOL ? "" : "; check that the metadata server is running");
     *status = r.status;
     if (out)
@@ -57,23 +57,23 @@ static int h_open(const char *uri, int timeout_ms, void **store, char *err, size
 {
     const char *host = strncmp(uri, "http://", 7) == 0 ? uri + 7 : NULL;
     if (!host || !*host || *host == '/' || strchr(uri, '?') || strchr(uri, '#'))
-        return store_errf(err, errlen, TERN_ERR_CONFIG,
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
                     "expected http://host[:port][/path] (no query), got \"%s\"", uri);
     hstore *s = calloc(1, sizeof *s);
     if (!s)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     int n = snprintf(s->base, sizeof s->base, "%s%s", uri,
                      strchr(host, '/') ? "" : HTTP_DEFAULT_PATH);
     if (n < 0 || (size_t)n >= sizeof s->base) {
         free(s);
-        return store_errf(err, errlen, TERN_ERR_CONFIG, "metadata URI too long: %.80s...", uri);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "metadata URI too long: %.80s...", uri);
     }
     s->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
     /* One GET now, so a server that is down is reported at open. */
     long status = 0;
     int rc = request(s, "GET", "tern/probe", NULL, 0, &status, NULL, err, errlen);
     if (!rc && status != 200 && status != 404)
-        rc = store_errf(err, errlen, TERN_ERR_PROTOCOL,
+        rc = tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL,
                   "GET %s?key=...: HTTP %ld; expected 200 or 404 from a metadata server",
                   s->base, status);
     if (rc) {
@@ -98,11 +98,11 @@ static int h_get(void *store, const char *key, char **value, size_t *len, char *
     if (status == 200) {
         *value = b.body ? b.body : calloc(1, 1);
         *len = b.len;
-        return *value ? 0 : store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return *value ? 0 : tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     }
     rc = status == 404
-             ? store_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->base, key)
-             : store_errf(err, errlen, TERN_ERR_PROTOCOL, "GET %s key %s: HTTP %ld: %.120s",
+             ? tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->base, key)
+             : tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "GET %s key %s: HTTP %ld: %.120s",
                     s->base, key, status, b.body ? b.body : "");
     free(b.body);
     return rc;
@@ -116,7 +116,7 @@ static int h_put(void *store, const char *key, const char *value, size_t len, ch
     store_http_reply b = {0};
     int rc = request(s, "PUT", key, value, len, &status, &b, err, errlen);
     if (!rc && status != 200)
-        rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "PUT %s key %s: HTTP %ld: %.120s", s->base,
+        rc = tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "PUT %s key %s: HTTP %ld: %.120s", s->base,
                   key, status, b.body ? b.body : "");
     free(b.body);
     return rc;
@@ -129,7 +129,7 @@ static int h_del(void *store, const char *key, char *err, size_t errlen)
     store_http_reply b = {0};
     int rc = request(s, "DELETE", key, NULL, 0, &status, &b, err, errlen);
     if (!rc && status != 200 && status != 404)
-        rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "DELETE %s key %s: HTTP %ld: %.120s",
+        rc = tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "DELETE %s key %s: HTTP %ld: %.120s",
                   s->base, key, status, b.body ? b.body : "");
     free(b.body);
     return rc;
@@ -141,7 +141,7 @@ static int h_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
     hstore *s = store;
     (void)cb;
     (void)arg;
-    return store_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
+    return tern_kit_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
                 "%s: the HTTP metadata protocol cannot list keys (prefix %s); use redis:// "
                 "or etcd:// to list segments", s->base, prefix);
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "store_util.h"
+#include "tern/plugin_kit.h"
 #include "tern/metastore.h"
 
 typedef struct rstore {
@@ -30,13 +30,13 @@ static int parse_uri(rstore *s, const char *uri, char *err, size_t errlen)
 {
     const char *p = strncmp(uri, "redis://", 8) == 0 ? uri + 8 : NULL;
     if (!p || !*p)
-        return store_errf(err, errlen, TERN_ERR_CONFIG,
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG,
                           "expected redis://host:port[/db], got \"%s\"", uri);
     const char *hend, *rest;
     if (*p == '[') {
         hend = strchr(p, ']');
         if (!hend)
-            return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: unterminated [IPv6] host", uri);
+            return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: unterminated [IPv6] host", uri);
         p++;
         rest = hend + 1;
     } else {
@@ -45,7 +45,7 @@ static int parse_uri(rstore *s, const char *uri, char *err, size_t errlen)
     }
     size_t hl = (size_t)(hend - p);
     if (hl == 0 || hl >= sizeof s->host)
-        return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: missing or too long host", uri);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: missing or too long host", uri);
     memcpy(s->host, p, hl);
     s->host[hl] = '\0';
     s->port = 6379;
@@ -54,21 +54,21 @@ static int parse_uri(rstore *s, const char *uri, char *err, size_t errlen)
     if (*rest == ':') {
         long v = strtol(rest + 1, &end, 10);
         if (end == rest + 1 || v <= 0 || v > 65535)
-            return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad port", uri);
+            return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad port", uri);
         s->port = (int)v;
         rest = end;
     }
     if (*rest == '/' && rest[1]) {
         long v = strtol(rest + 1, &end, 10);
         if (end == rest + 1 || *end || v < 0 || v > 1000000)
-            return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad database number", uri);
+            return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: bad database number", uri);
         s->db = (int)v;
         rest = end;
     } else if (*rest == '/') {
         rest++;
     }
     if (*rest)
-        return store_errf(err, errlen, TERN_ERR_CONFIG, "%s: unexpected \"%s\"", uri, rest);
+        return tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: unexpected \"%s\"", uri, rest);
     return 0;
 }
 
@@ -84,7 +84,7 @@ static int ctx_fail(rstore *s, const char *what, int saved_errno, char *err, siz
     const char *why = s->c && s->c->errstr[0] ? s->c->errstr : strerror(saved_errno);
     int timeout = saved_errno == EAGAIN || saved_errno == ETIMEDOUT ||
                   strstr(why, "timed out") || strstr(why, "temporarily unavailable");
-    int rc = store_errf(err, errlen, timeout ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
+    int rc = tern_kit_errf(err, errlen, timeout ? TERN_ERR_TIMEOUT : TERN_ERR_CONNECT,
                         "%s %s: %s%s; check that redis-server is running and answering at %s:%d",
                         what, s->uri, why, timeout ? " (timed out)" : "", s->host, s->port);
     if (s->c)
@@ -109,7 +109,7 @@ static int ensure(rstore *s, char *err, size_t errlen)
             return ctx_fail(s, "SELECT failed on", errno, err, errlen);
         int bad = r->type == REDIS_REPLY_ERROR;
         if (bad)
-            store_errf(err, errlen, TERN_ERR_CONFIG, "%s: SELECT %d: %s", s->uri, s->db, r->str);
+            tern_kit_errf(err, errlen, TERN_ERR_CONFIG, "%s: SELECT %d: %s", s->uri, s->db, r->str);
         freeReplyObject(r);
         if (bad) {
             redisFree(s->c);
@@ -137,7 +137,7 @@ static redisReply *cmd(rstore *s, int *rc, char *err, size_t errlen, const char 
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        *rc = store_errf(err, errlen, TERN_ERR_IO, "%s: redis error: %s", s->uri, r->str);
+        *rc = tern_kit_errf(err, errlen, TERN_ERR_IO, "%s: redis error: %s", s->uri, r->str);
         freeReplyObject(r);
         return NULL;
     }
@@ -148,7 +148,7 @@ static int r_open(const char *uri, int timeout_ms, void **store, char *err, size
 {
     rstore *s = calloc(1, sizeof *s);
     if (!s)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     snprintf(s->uri, sizeof s->uri, "%s", uri);
     s->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
     int rc = parse_uri(s, uri, err, errlen);
@@ -192,11 +192,11 @@ static int r_get(void *store, const char *key, char **value, size_t *len, char *
         return rc;
     if (r->type == REDIS_REPLY_NIL) {
         freeReplyObject(r);
-        return store_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND, "%s: no key %s", s->uri, key);
     }
     if (r->type != REDIS_REPLY_STRING) {
         freeReplyObject(r);
-        return store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: GET %s: not a string", s->uri, key);
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: GET %s: not a string", s->uri, key);
     }
     char *v = malloc(r->len + 1);
     if (v) {
@@ -206,7 +206,7 @@ static int r_get(void *store, const char *key, char **value, size_t *len, char *
         *len = r->len;
     }
     freeReplyObject(r);
-    return v ? 0 : store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+    return v ? 0 : tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
 }
 
 static int r_put(void *store, const char *key, const char *value, size_t len, char *err,
@@ -229,7 +229,7 @@ static int r_put_ttl(void *store, const char *key, const char *value, size_t len
     rstore *s = store;
     int rc;
     if (ttl_s <= 0)
-        return store_errf(err, errlen, TERN_ERR_INVAL, "redis put_ttl: ttl %d s is not positive",
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "redis put_ttl: ttl %d s is not positive",
                           ttl_s);
     pthread_mutex_lock(&s->mu);
     redisReply *r = cmd(s, &rc, err, errlen, "SET %s %b EX %d", key, value, len, ttl_s);
@@ -274,7 +274,7 @@ static int r_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
     rstore *s = store;
     char *pat = glob_prefix(prefix);
     if (!pat)
-        return store_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     char cursor[32] = "0";
     int rc = 0, stop = 0;
     do {
@@ -287,7 +287,7 @@ static int r_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
             r->element[0]->type != REDIS_REPLY_STRING ||
             r->element[1]->type != REDIS_REPLY_ARRAY) {
             freeReplyObject(r);
-            rc = store_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: unexpected SCAN reply", s->uri);
+            rc = tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "%s: unexpected SCAN reply", s->uri);
             break;
         }
         snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);

@@ -204,12 +204,7 @@ static int efa_query(void *ctx, const char *what, char *out, size_t outlen)
 }
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
-    .magic = TERN_TRANSPORT_MAGIC,
-    .struct_size = sizeof(tern_transport),
-    .abi_major = TERN_TRANSPORT_ABI_MAJOR,
-    .abi_minor = TERN_TRANSPORT_ABI_MINOR,
-    .name = "efa",
-    .version = EFA_VERSION,
+    TERN_KIT_TRANSPORT_HEAD("efa", EFA_VERSION),
     .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_MULTI_DEVICE,
     .options = efa_options,
     .default_slice_size = EFA_DEFAULT_SLICE,

@@ -284,12 +284,7 @@ static void rd_fini(void *ctx)
 }
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
-    .magic = TERN_TRANSPORT_MAGIC,
-    .struct_size = sizeof(tern_transport),
-    .abi_major = TERN_TRANSPORT_ABI_MAJOR,
-    .abi_minor = TERN_TRANSPORT_ABI_MINOR,
-    .name = "rdma",
-    .version = RD_VERSION,
+    TERN_KIT_TRANSPORT_HEAD("rdma", RD_VERSION),
     .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_MULTI_DEVICE,
     .options = rd_options,
     .default_slice_size = 0,

@@ -448,12 +448,7 @@ static int shm_query(void *vctx, const char *what, char *out, size_t outlen)
 /* ---- the exported symbol ---------------------------------------------------------- */
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
-    .magic = TERN_TRANSPORT_MAGIC,
-    .struct_size = sizeof(tern_transport),
-    .abi_major = TERN_TRANSPORT_ABI_MAJOR,
-    .abi_minor = TERN_TRANSPORT_ABI_MINOR,
-    .name = "shm",
-    .version = SHM_VERSION,
+    TERN_KIT_TRANSPORT_HEAD("shm", SHM_VERSION),
     .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_REMOTE_CHECK,
     .options = shm_options,
     .default_slice_size = 4u << 20,
