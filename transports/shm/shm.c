@@ -449,7 +449,7 @@ static int shm_query(void *vctx, const char *what, char *out, size_t outlen)
 
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     TERN_KIT_TRANSPORT_HEAD("shm", SHM_VERSION),
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE | TERN_CAP_REMOTE_CHECK,
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_HANDSHAKE,
     .options = shm_options,
     .default_slice_size = 4u << 20,
     .init = shm_init,

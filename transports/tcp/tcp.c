@@ -327,7 +327,7 @@ TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .abi_minor = 1,
     .name = "tcp",
     .version = "0.2.0",
-    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_REMOTE_CHECK | TERN_CAP_GPU_TARGET |
+    .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_GPU_TARGET |
             TERN_CAP_MULTI_DEVICE,
     .options = tcp_options,
     .default_slice_size = 1u << 20,
