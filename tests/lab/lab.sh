@@ -143,6 +143,39 @@ lab_link_one_subnet() {
     done
 }
 
+# lab_switch SW: a switch, i.e. a namespace holding one bridge (br0) with
+# a subnet of its own; lab_plug joins hosts to it.  Every host plugged into
+# one switch reaches every other on that subnet, as hosts on one rack
+# switch do (a metadata cluster, several engines).
+declare -A LAB_SW_SUBNET LAB_SW_PORTS
+lab_switch() {
+    local sw=$1 ns
+    lab_host "$sw" || return 1
+    ns=$(lab_ns "$sw")
+    ip -n "$ns" link add br0 type bridge || { echo "lab: cannot create a bridge in $ns" >&2; return 1; }
+    ip -n "$ns" link set br0 up
+    LAB_SW_SUBNET[$sw]=$LAB_SUBNET
+    LAB_SW_PORTS[$sw]=0
+    LAB_SUBNET=$((LAB_SUBNET + 1))
+}
+
+# lab_plug HOST SW [RATE]: a NIC of HOST on switch SW (veth, the switch end
+# in br0): HOST's address there is 198.18.<s>.<n> / 2001:db8:<s>::<n>, n
+# counting from 1 in the order hosts were plugged.
+lab_plug() {
+    local h=$1 sw=$2 rate=${3:-} nic port n
+    nic="nic${LAB_NICS[$h]}"
+    n=$((LAB_SW_PORTS[$sw] + 1))
+    port="p$n"
+    LAB_NICS[$h]=$((LAB_NICS[$h] + 1))
+    LAB_SW_PORTS[$sw]=$n
+    ip link add "$nic" netns "$(lab_ns "$h")" type veth peer name "$port" netns "$(lab_ns "$sw")" ||
+        { echo "lab: cannot create veth $h:$nic <-> $sw:$port" >&2; return 1; }
+    ip -n "$(lab_ns "$sw")" link set "$port" master br0 || return 1
+    ip -n "$(lab_ns "$sw")" link set "$port" up || return 1
+    lab_nic_up "$h" "$nic" "${LAB_SW_SUBNET[$sw]}" "$n" "$rate"
+}
+
 # Addresses, rate limit, up: host nic subnet hostnum rate.
 lab_nic_up() {
     local h=$1 nic=$2 s=$3 hn=$4 rate=$5 ns
@@ -233,7 +266,8 @@ usage: tests/lab/lab.sh selftest        build a 2x2 lab, check every path, remov
                                         CMD run with LAB_RUN set (lab_exec a ... reaches host a
                                         when CMD sources this file), everything removed after
 or source it: lab_require; lab_init RUN; lab_host a; lab_host b; lab_link a b 2 2gbit
-              (or lab_link_one_subnet a b 2: every NIC on one subnet);
+              (or lab_link_one_subnet a b 2: every NIC on one subnet;
+              lab_switch sw; lab_plug a sw; lab_plug b sw: hosts on one bridge);
               lab_exec a CMD...; lab_addr b nic0 [4|6]; lab_down a nic1; lab_up a nic1
 EOF
 }

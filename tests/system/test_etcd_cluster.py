@@ -19,8 +19,15 @@ seconds.  LEADER_KILL_S into the run the leader is SIGKILLed.  Then:
      serializable read: its own copy) every key tern had published.
 
 Skips (exit 77, said on stdout) without etcd.  Nothing leaves 127.0.0.1.
+
+On lab hosts (tests/lab/test_etcd_lab.sh): with TERN_LAB_HOSTS set to
+{"m1": [netns, address], "m2": ..., "m3": ..., "t": ..., "i": ...} each
+member runs on its own host (network namespace) at that address, the
+targets on "t", the initiator and tern-info on "i"; the test's own requests
+to a member are made from inside that member's namespace.
 """
 import base64
+import ctypes
 import json
 import os
 import shutil
@@ -47,6 +54,50 @@ def fail(msg):
     sys.exit(1)
 
 
+LAB = json.loads(os.environ["TERN_LAB_HOSTS"]) if os.environ.get("TERN_LAB_HOSTS") else None
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def host(role):
+    """(network namespace or None, address) of a role: m1..m3, t, i."""
+    return tuple(LAB[role]) if LAB else (None, "127.0.0.1")
+
+
+def on(role, cmd):
+    """cmd run on the role's host."""
+    ns = host(role)[0]
+    return ["ip", "netns", "exec", ns] + cmd if ns else cmd
+
+
+class InNetns:
+    """Sockets made inside the block belong to namespace ns (None: here).
+    A network namespace is a property of the thread, so the block enters
+    it with setns(2) and leaves it the same way."""
+
+    def __init__(self, ns):
+        self.ns, self.home = ns, None
+
+    def __enter__(self):
+        if not self.ns:
+            return self
+        self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        fd = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
+        try:
+            if _libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns into {self.ns}")
+        finally:
+            os.close(fd)
+        return self
+
+    def __exit__(self, *exc):
+        if self.home is not None:
+            if _libc.setns(self.home, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+            os.close(self.home)
+            self.home = None
+
+
 def free_ports(n):
     socks, ports = [], []
     for _ in range(n):
@@ -63,32 +114,35 @@ def b64(s):
     return base64.b64encode(s.encode()).decode()
 
 
-def post(port, path, body, timeout=2.0):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+def post(role, port, path, body, timeout=2.0):
+    ns, addr = host(role)
+    req = urllib.request.Request(f"http://{addr}:{port}{path}",
                                  data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.load(r)
+    with InNetns(ns):
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.load(r)
 
 
 class Member:
     def __init__(self, name, client, peer, cluster, root):
         self.name, self.client, self.peer = name, client, peer
+        self.addr = host(name)[1]
         self.dir = os.path.join(root, name)
         self.cluster = cluster
         self.proc = None
 
     def start(self, state):
-        c = f"http://127.0.0.1:{self.client}"
-        p = f"http://127.0.0.1:{self.peer}"
+        c = f"http://{self.addr}:{self.client}"
+        p = f"http://{self.addr}:{self.peer}"
         logf = open(self.dir + ".log", "ab")
-        self.proc = subprocess.Popen(
-            ["etcd", "--name", self.name, "--data-dir", self.dir,
+        self.proc = subprocess.Popen(on(self.name, [
+            "etcd", "--name", self.name, "--data-dir", self.dir,
              "--listen-client-urls", c, "--advertise-client-urls", c,
              "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
              "--initial-cluster", self.cluster, "--initial-cluster-state", state,
              "--initial-cluster-token", f"tern-test-{os.getpid()}",
-             "--heartbeat-interval", "100", "--election-timeout", "1000"],
+             "--heartbeat-interval", "100", "--election-timeout", "1000"]),
             stdout=logf, stderr=subprocess.STDOUT)
 
     def kill(self):
@@ -97,11 +151,11 @@ class Member:
             self.proc.wait()
 
     def status(self):
-        return post(self.client, "/v3/maintenance/status", {}, timeout=1.0)
+        return post(self.name, self.client, "/v3/maintenance/status", {}, timeout=1.0)
 
     def keys(self):
         """Every key under PREFIX with its value, from this member's own copy."""
-        r = post(self.client, "/v3/kv/range",
+        r = post(self.name, self.client, "/v3/kv/range",
                  {"key": b64(PREFIX), "range_end": b64(PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)),
                   "serializable": True}, timeout=2.0)
         return {base64.b64decode(kv["key"]).decode(): kv.get("value", "")
@@ -133,7 +187,8 @@ def leader_of(members):
 
 def start_target(bench, cfg, root, tag):
     out = open(os.path.join(root, f"{tag}.out"), "w+")
-    p = subprocess.Popen([bench, "--mode", "target", "--config", cfg, "--buffer-size", "16M"],
+    p = subprocess.Popen(on("t", [bench, "--mode", "target", "--config", cfg,
+                                  "--buffer-size", "16M"]),
                          stdout=out, stderr=subprocess.STDOUT)
     seg = None
     end = time.time() + 30
@@ -159,27 +214,34 @@ def main():
     bench = os.path.join(build, "bin", "tern-bench")
     info = os.path.join(build, "bin", "tern-info")
     root = tempfile.mkdtemp(prefix="tern-etcd3-")
-    ports = free_ports(6)
+    # on lab hosts every member has an address of its own: etcd's ports
+    ports = [2379] * 3 + [2380] * 3 if LAB else free_ports(6)
     names = ["m1", "m2", "m3"]
-    cluster = ",".join(f"{n}=http://127.0.0.1:{ports[3 + i]}" for i, n in enumerate(names))
+    cluster = ",".join(f"{n}=http://{host(n)[1]}:{ports[3 + i]}" for i, n in enumerate(names))
     members = [Member(n, ports[i], ports[3 + i], cluster, root) for i, n in enumerate(names)]
     procs = []
     try:
         for m in members:
             m.start("new")
         wait_for("a leader", lambda: leader_of(members) is not None, 30)
-        endpoints = ",".join(f"127.0.0.1:{m.client}" for m in members)
-        cfg = os.path.join(root, "engine.yaml")
-        with open(cfg, "w") as f:
-            f.write(f"server_name: 127.0.0.1:0\nmetadata: etcd://{endpoints}\n"
-                    "transports:\n  - name: tcp\nlog_level: warn\n")
-        log(f"3 members, metadata etcd://{endpoints}")
+        endpoints = ",".join(f"{m.addr}:{m.client}" for m in members)
+        cfgs = {}
+        for role in ("t", "i"):
+            cfgs[role] = os.path.join(root, f"engine-{role}.yaml")
+            with open(cfgs[role], "w") as f:
+                f.write(f"server_name: {host(role)[1]}:0\nmetadata: etcd://{endpoints}\n"
+                        "transports:\n  - name: tcp\nlog_level: warn\n")
+        where = ("on lab hosts " + ", ".join(f"{r}={a}" for r, (_, a) in sorted(LAB.items()))
+                 if LAB else "on loopback")
+        log(f"3 members, metadata etcd://{endpoints}, {where}")
+        cfg = cfgs["t"]
         t1, seg1 = start_target(bench, cfg, root, "target1")
         procs.append(t1)
         init_out = os.path.join(root, "init.json")
-        init = subprocess.Popen([bench, "--mode", "initiator", "--config", cfg, "--segment", seg1,
-                                 "--buffer-size", "16M", "--block-size", "64K", "--batch-size", "8",
-                                 "--duration", str(RUN_S), "--verify", "--json"],
+        init = subprocess.Popen(on("i", [bench, "--mode", "initiator", "--config", cfgs["i"],
+                                         "--segment", seg1, "--buffer-size", "16M",
+                                         "--block-size", "64K", "--batch-size", "8",
+                                         "--duration", str(RUN_S), "--verify", "--json"]),
                                 stdout=open(init_out, "w"), stderr=subprocess.STDOUT)
         procs.append(init)
         time.sleep(LEADER_KILL_S)
@@ -196,8 +258,8 @@ def main():
         opened, tries, last = None, 0, ""
         while time.time() - t_kill < OPEN_BOUND_S + 5:
             tries += 1
-            r = subprocess.run([info, "--config", cfg, "--peer", seg2], capture_output=True,
-                               text=True, timeout=30)
+            r = subprocess.run(on("i", [info, "--config", cfgs["i"], "--peer", seg2]),
+                               capture_output=True, text=True, timeout=30)
             if r.returncode == 0:
                 opened = time.time() - t_kill
                 break
