@@ -7,6 +7,8 @@
 #   - IPv4 write, 2 x 1 Gbit/s: both NICs carry at least 25% of the bytes;
 #   - IPv4 read: the same, on what host a received;
 #   - IPv6 write (engines named by their IPv6 addresses): both NICs carry;
+#   - the efa transport over libfabric's tcp provider, write and read: both
+#     NICs are its devices and both carry;
 #   - unequal NICs (1 Gbit/s and 250 Mbit/s): both carry, the slow one less
 #     than half of what the fast one does (spread by measured rate);
 #   - a link down (host b's nic1) for 2.5 s of an 8 s write, which resets
@@ -43,8 +45,14 @@ fail() {
 }
 
 # config FILE HOST: an engine named by HOST on an ephemeral port; DATA_PORT
-# set: the tcp data ports on that one; TCP_DEVICES set: tcp's devices list.
+# set: the tcp data ports on that one; TCP_DEVICES set: tcp's devices list;
+# EFA=1: the efa transport over libfabric's tcp provider instead of tcp.
 config() {
+    if [ "${EFA:-0}" = 1 ]; then
+        printf 'server_name: "%s"\nmetadata: p2p\ntransports:\n  - name: efa\n    provider: tcp\nlog_level: warn\n' \
+            "$2" >"$1"
+        return
+    fi
     cat >"$1" <<EOF
 server_name: "$2"
 metadata: p2p
@@ -120,6 +128,19 @@ stop_target
 start_target "[2001:db8::2]:0" || exit 1
 run ipv6-write "[2001:db8::1]:0" write tx_bytes && both_carry ipv6-write 25
 stop_target
+
+# efa over libfabric's tcp provider, which lists one domain per interface:
+# both NICs are devices (the loopback one is left out) and both carry.
+if [ -f "$BUILD/lib/tern/libtern-efa.so" ]; then
+    export EFA=1
+    start_target 198.18.0.2:0 || exit 1
+    run efa-write 198.18.0.1:0 write tx_bytes && both_carry efa-write 25
+    run efa-read 198.18.0.1:0 read rx_bytes && both_carry efa-read 25
+    stop_target
+    unset EFA
+else
+    echo "efa-write, efa-read: SKIP: the efa transport was not built (libfabric-dev missing)"
+fi
 
 lab_rate a nic1 250mbit && lab_rate b nic1 250mbit
 start_target 198.18.0.2:0 || exit 1

@@ -2,7 +2,9 @@
  * devices, then opening and closing its fabric, domain, RDM endpoint, AV
  * and CQ. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,13 +81,36 @@ void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen)
 }
 
 /* Keep one fi_info per domain (device): the first, or the first IPv4 one. */
+/* A domain on the loopback interface (its source address 127.0.0.0/8 or
+ * ::1; libfabric's tcp provider lists one per interface). */
+static int efa_is_loopback(const struct fi_info *i)
+{
+    const struct sockaddr *sa = i->src_addr;
+    if (!sa || i->src_addrlen < sizeof(struct sockaddr_in))
+        return 0;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6 && i->src_addrlen >= sizeof(struct sockaddr_in6))
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return 0;
+}
+
+/* One fi_info per domain (device).  Without the iface option, a loopback
+ * domain is left out when the provider offers any other: a peer on another
+ * host publishing its loopback address would make this side connect to
+ * itself (the peer's 127.0.0.1 is ours), and a peer on this host reaches
+ * the other domains as well. */
 int efa_pick_devices(efa_ctx *c, struct fi_info *list, struct fi_info **picked, int max)
 {
-    int n = 0;
+    int n = 0, others = 0;
+    for (struct fi_info *i = list; i; i = i->next)
+        others |= i->domain_attr->name && !efa_is_loopback(i);
     for (struct fi_info *i = list; i; i = i->next) {
         const char *dn = i->domain_attr->name ? i->domain_attr->name : "";
         int k;
         if (c->iface[0] && strcmp(dn, c->iface))
+            continue;
+        if (!c->iface[0] && others && efa_is_loopback(i))
             continue;
         for (k = 0; k < n; k++)
             if (!strcmp(picked[k]->domain_attr->name, dn))
