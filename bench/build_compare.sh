@@ -10,7 +10,8 @@
 #                    small operation is largest here)
 # Rounds alternate before/after (ROUNDS, default 5; SECONDS_PER_RUN, 2), so
 # the machine's load falls on both alike; prints every run, then the median
-# of each side and after/before.  The load average is printed at start and
+# of each side and after/before, for the figure and for the CPU time both
+# processes spent per request (what a busy machine disturbs least).  The load average is printed at start and
 # end.  JSON of the medians to RESULT (default: none).
 set -euo pipefail
 
@@ -47,12 +48,13 @@ for t in tcp shm; do
         "$t" >"$WORK/$t.yaml"
 done
 
-declare -A SEG
+declare -A SEG TPID
 start_target() { # side transport
     local out="$WORK/target-$1-$2.out" bdir
     [ "$1" = before ] && bdir=$BEFORE || bdir=$AFTER
     "$bdir/bin/tern-bench" --mode target --config "$WORK/$2.yaml" --buffer-size 16M >"$out" 2>&1 &
     PIDS+=($!)
+    TPID[$1-$2]=$!
     for _ in $(seq 300); do
         SEG[$1-$2]=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$out")
         [ -n "${SEG[$1-$2]}" ] && return 0
@@ -66,15 +68,25 @@ for side in before after; do
     for t in tcp shm; do start_target "$side" "$t"; done
 done
 
-# side transport op block batch qd field -> value
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+
+# side transport op block batch qd field -> "value cpu_us_per_op": the
+# field of the initiator's summary, and the CPU time of both processes
+# (initiator: /usr/bin/time, target: /proc/PID/stat) per request, which a
+# loaded machine disturbs much less than a rate.
 run() {
-    local bdir
+    local bdir t0 t1 ops
     [ "$1" = before ] && bdir=$BEFORE || bdir=$AFTER
-    "$bdir/bin/tern-bench" --mode initiator --config "$WORK/$2.yaml" --segment "${SEG[$1-$2]}" \
+    t0=$(cpu_of "${TPID[$1-$2]}")
+    /usr/bin/time -f "%U %S" -o "$WORK/time" \
+        "$bdir/bin/tern-bench" --mode initiator --config "$WORK/$2.yaml" --segment "${SEG[$1-$2]}" \
         --op "$3" --block-size "$4" --batch-size "$5" --queue-depth "$6" --threads 1 \
         --buffer-size 16M --duration "$T" --json 2>"$WORK/init.log" >"$WORK/init.json" ||
         { echo "build_compare: $1 $2 $3 $4 failed:" >&2; cat "$WORK/init.log" >&2; exit 1; }
-    sed -n "s/.*\"$7\":\([0-9.]*\).*/\1/p" "$WORK/init.json"
+    t1=$(cpu_of "${TPID[$1-$2]}")
+    ops=$(sed -n 's/.*"ops":\([0-9]*\).*/\1/p' "$WORK/init.json")
+    printf '%s %s\n' "$(sed -n "s/.*\"$7\":\([0-9.]*\).*/\1/p" "$WORK/init.json")" \
+        "$(awk -v t0="$t0" -v t1="$t1" -v ops="$ops" '{ printf "%.2f", (ops > 0 ? ($1 + $2 + t1 - t0) * 1e6 / ops : 0) }' "$WORK/time")"
 }
 
 CASES=("tcp-8B-write-p50_us|tcp write 8 1 1 lat_p50_us"
@@ -88,9 +100,10 @@ for r in $(seq "$ROUNDS"); do
         name=${c%%|*}
         read -r tr op bs batch qd field <<<"${c#*|}"
         for side in before after; do
-            v=$(run "$side" "$tr" "$op" "$bs" "$batch" "$qd" "$field")
+            read -r v cpu <<<"$(run "$side" "$tr" "$op" "$bs" "$batch" "$qd" "$field")"
             echo "$v" >>"$WORK/$name.$side"
-            echo "build_compare: round $r $name $side $v"
+            echo "$cpu" >>"$WORK/$name.cpu.$side"
+            echo "build_compare: round $r $name $side $v (CPU $cpu us per request)"
         done
     done
 done
@@ -99,14 +112,19 @@ echo "build_compare: load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 json="{\"before\":\"$rev\",\"after\":\"$(git -C "$ROOT" rev-parse --short HEAD)\",\"rounds\":$ROUNDS,\"cases\":{"
 sep=
-printf '%-22s %12s %12s %8s\n' case "before($rev)" after after/before
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
+printf '%-22s %12s %12s %8s | %s\n' case "before($rev)" after after/before \
+    "CPU us per request: before, after, after/before"
 for c in "${CASES[@]}"; do
     name=${c%%|*}
     b=$(median "$WORK/$name.before")
     a=$(median "$WORK/$name.after")
-    ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
-    printf '%-22s %12s %12s %8s\n' "$name" "$b" "$a" "$ratio"
-    json="$json$sep\"$name\":{\"before\":$b,\"after\":$a,\"after_over_before\":$ratio}"
+    cb=$(median "$WORK/$name.cpu.before")
+    ca=$(median "$WORK/$name.cpu.after")
+    printf '%-22s %12s %12s %8s | %8s %8s %8s\n' "$name" "$b" "$a" "$(ratio "$a" "$b")" \
+        "$cb" "$ca" "$(ratio "$ca" "$cb")"
+    json="$json$sep\"$name\":{\"before\":$b,\"after\":$a,\"after_over_before\":$(ratio "$a" "$b"),"
+    json="$json\"cpu_us_per_request_before\":$cb,\"cpu_us_per_request_after\":$ca}"
     sep=,
 done
 json="$json}}"
