@@ -14,6 +14,7 @@
  *     "tcp_data_port": N, "timestamp": N,
  *     "transports": [{"name", "devices": [...], "priority_matrix": {...},
  *                     "addr": {transport blob}}...] }
+ *   "handshake_addrs": ["host:port"...]  (optional: the daemon's other addresses)
  * plus each "publish.<key>" of a transport blob as a top-level <key>
  * (tcp publishes tcp_data_port and, serving Mooncake's format,
  * tcp_proto_version).
@@ -24,12 +25,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control/frames.h"
 #include "tern/transport.h"
 
 struct json_object;
 struct tern_topology;
 
 #define TERN_LOCATION_MAX 32
+#define TERN_DESC_MAX_HS_ADDRS TERN_HS_MAX_LISTEN
+#define TERN_DESC_HS_ADDR_MAX TERN_HS_ADDR_MAX
 #define TERN_DESC_MAX_BUFFERS 65536
 #define TERN_DESC_MAX_TRANSPORTS 16
 
@@ -83,6 +87,10 @@ typedef struct tern_segment_desc {
     size_t nbuffers;
     tern_seg_transport *transports;    /* in the owner's preference order */
     size_t ntransports;
+    /* "handshake_addrs": other addresses its handshake daemon answers on
+     * ("host:port"), tried when the name's own does not answer */
+    char hs_addrs[TERN_DESC_MAX_HS_ADDRS][TERN_DESC_HS_ADDR_MAX];
+    size_t n_hs_addrs;
 } tern_segment_desc;
 
 /* Encode to JSON text (malloc()ed). */

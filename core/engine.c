@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrbook.h"
 #include "control/auth.h"
 #include "datapath/complete.h"
 #include "datapath/dispatch.h"
@@ -117,7 +118,8 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
         .bind_host = host, .port = port, .max_frame = e->cfg->handshake_max_frame,
         .io_timeout_ms = e->cfg->io_timeout_ms, .max_connections = 1024,
         .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = engine_hs_log,
-        .inline_types = 1u << TERN_HS_METADATA}; /* a copy of the descriptor, under a short lock */
+        .inline_types = 1u << TERN_HS_METADATA, /* a copy of the descriptor, under a short lock */
+        .every_address = 1}; /* reachable while any NIC is: the descriptor lists them */
     rc = tern_hs_server_start(&o, &e->hs, err, errlen);
     if (rc)
         return rc;
@@ -158,10 +160,15 @@ static int engine_build(tern_engine *e, char *err, size_t errlen)
         rc = tern_metadata_open(e->cfg, &e->md, err, errlen);
     if (!rc)
         tern_metadata_set_auth(e->md, e->auth);
+    if (!rc && !(e->book = tern_addrbook_new()))
+        rc = tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory for the address book");
+    if (!rc)
+        tern_metadata_set_addrbook(e->md, e->book);
     if (!rc)
         rc = engine_start_daemon(e, err, errlen);
     if (!rc) {
         tern_memory_bind(&e->mem, e->xports, e->nxports, e->md, e->server_name);
+        e->mem.n_hs_addrs = tern_hs_server_addrs(e->hs, e->mem.hs_addrs, TERN_HS_MAX_LISTEN);
         e->mem.sysfs_root = e->cfg->topology_sysfs_root;
         tern_segments_bind(&e->segs, e->xports, e->nxports, e->md, e->cfg, &e->log);
         tern_segments_set_auth(&e->segs, e->auth);
@@ -300,6 +307,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_plugins_unload(&e->plugins);
     tern_config_free(e->cfg);
     tern_auth_free(e->auth);
+    tern_addrbook_free(e->book);
     tern_cuda_destroy(e->cuda);
     tern_engine_error_fini(e);
     tern_logger_fini(&e->log);

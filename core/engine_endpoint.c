@@ -27,6 +27,7 @@
  * (the peer reconnecting after a failure) only once the segment the frame
  * names confirmed sending it (peer_check.h), and logs the replacement. */
 #include "engine_endpoint.h"
+#include "addrbook.h"
 #include "control/frames.h"
 #include "mooncake_compat.h"
 
@@ -159,9 +160,14 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
     tern_peer_check_sent(x, a->c, req, strlen(req)); /* the peer calls back to confirm */
     char *reply = NULL, msg[TERN_ERRMSG_MAX] = "";
     size_t rlen = 0;
-    rc = tern_hs_request_auth(x->eng->auth, a->seg->name, TERN_HS_CONNECTION, req, strlen(req), &reply, &rlen,
-                         cfg->handshake_max_frame, cfg->connect_timeout_ms, cfg->io_timeout_ms,
-                         msg, sizeof msg);
+    char addrs[TERN_HS_MAX_LISTEN + 1][TERN_HS_ADDR_MAX]; /* its daemon's, best first */
+    size_t n = tern_addrbook_order(x->eng->book, a->seg->name, addrs, TERN_HS_MAX_LISTEN + 1);
+    size_t used = 0;
+    rc = tern_hs_request_via(x->eng->auth, a->seg->name, addrs, n, &used, TERN_HS_CONNECTION, req,
+                             strlen(req), &reply, &rlen, cfg->handshake_max_frame,
+                             cfg->connect_timeout_ms, cfg->io_timeout_ms, msg, sizeof msg);
+    if (rc == 0 && n)
+        tern_addrbook_answered(x->eng->book, a->seg->name, addrs[used]);
     free(req);
     if (rc)
         return tern_errf(a->err, a->errlen, rc, "handshake with %s: %s", a->seg->name, msg);

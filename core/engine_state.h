@@ -43,6 +43,7 @@ struct tern_engine {
     tern_metadata *md;
     tern_hs_server *hs;
     struct tern_auth *auth;       /* auth_secret_file's secret, or NULL */
+    struct tern_addrbook *book;   /* peers' other handshake addresses (addrbook.c) */
     tern_cuda *cuda;              /* the CUDA driver, loaded on first use */
 
     tern_memory mem;              /* registrations and our descriptor */

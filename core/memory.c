@@ -117,6 +117,8 @@ static char *encode_local(tern_memory *e)
     memset(&d, 0, sizeof d);
     tern_strlcpy(d.name, e->server_name, sizeof d.name);
     tern_strlcpy(d.protocol, e->xports[0].pl->name, sizeof d.protocol);
+    for (size_t i = 0; i < e->n_hs_addrs && i < TERN_DESC_MAX_HS_ADDRS; i++, d.n_hs_addrs++)
+        tern_strlcpy(d.hs_addrs[i], e->hs_addrs[i], sizeof d.hs_addrs[i]);
     /* The generation: wall-clock microseconds, so a restarted peer's
      * descriptor is newer than its predecessor's, and strictly increasing
      * within this process. */

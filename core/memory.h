@@ -41,6 +41,9 @@ typedef struct tern_memory {
     size_t nxports;
     tern_metadata *md;
     const char *server_name;
+    /* the handshake daemon's other addresses, published as "handshake_addrs" */
+    char hs_addrs[TERN_HS_MAX_LISTEN][TERN_HS_ADDR_MAX];
+    size_t n_hs_addrs;
     tern_cuda *cuda;              /* the engine's driver (loaded on first use) */
     const char *sysfs_root;       /* where a GPU's PCI place is read */
 } tern_memory;

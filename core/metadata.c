@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addrbook.h"
 #include "control/handshake.h"
 #include "desc_sign.h"
 #include "plugin_load.h"
@@ -51,6 +52,7 @@ struct tern_metadata {
     tern_metastore table;      /* the core's copy: every operation set */
     void *store;
     const struct tern_auth *auth; /* the engine's secret for p2p fetches */
+    struct tern_addrbook *book;   /* peers' other handshake addresses (borrowed) */
     /* keep-alive of our entry in a store (plugin backends) */
     pthread_mutex_t pub_mu;    /* one writer of our entry at a time: a keep-alive
                                   never puts back an older descriptor */
@@ -183,6 +185,17 @@ void tern_metadata_set_auth(tern_metadata *md, const struct tern_auth *auth)
 {
     if (md)
         md->auth = auth;
+}
+
+void tern_metadata_set_addrbook(tern_metadata *md, struct tern_addrbook *book)
+{
+    if (md)
+        md->book = book;
+}
+
+struct tern_addrbook *tern_metadata_addrbook(const tern_metadata *md)
+{
+    return md ? md->book : NULL;
 }
 
 int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, size_t keylen)
@@ -543,8 +556,13 @@ static int p2p_fetch(tern_metadata *md, const char *segment, char **json, char *
     char *reply = NULL;
     size_t rlen = 0;
     char herr[768] = "";
-    int rc = tern_hs_request_auth(md->auth, segment, TERN_HS_METADATA, rs, strlen(rs), &reply, &rlen,
-                             md->max_frame, md->connect_ms, md->io_ms, herr, sizeof herr);
+    char addrs[TERN_HS_MAX_LISTEN + 1][TERN_HS_ADDR_MAX]; /* its daemon's, best first */
+    size_t n = tern_addrbook_order(md->book, segment, addrs, TERN_HS_MAX_LISTEN + 1), used = 0;
+    int rc = tern_hs_request_via(md->auth, segment, addrs, n, &used, TERN_HS_METADATA, rs,
+                                 strlen(rs), &reply, &rlen, md->max_frame, md->connect_ms,
+                                 md->io_ms, herr, sizeof herr);
+    if (rc == 0 && n)
+        tern_addrbook_answered(md->book, segment, addrs[used]);
     json_object_put(req);
     if (rc)
         return tern_errf(err, errlen, rc, "metadata p2p: fetching segment %s: %s", segment,

@@ -55,6 +55,12 @@ int tern_metadata_key(const tern_metadata *md, const char *segment, char *key, s
  * engine keeps ownership of auth and frees it after tern_metadata_close. */
 struct tern_auth;
 void tern_metadata_set_auth(tern_metadata *md, const struct tern_auth *auth);
+/* Where peers' other handshake addresses are kept (the engine's, borrowed):
+ * a p2p fetch tries them when the segment's own address does not connect,
+ * and whoever decodes a fetched descriptor notes them there. */
+struct tern_addrbook;
+void tern_metadata_set_addrbook(tern_metadata *md, struct tern_addrbook *book);
+struct tern_addrbook *tern_metadata_addrbook(const tern_metadata *md);
 
 /* With a store: our entry lives ttl_s seconds unless refreshed, and is
  * written again every period_ms (defaults 5000 ms and 20 s; docs/protocol.md,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/client.h"
 #include "desc_json.h"
 #include "mooncake_desc.h"
 #include "topology.h"
@@ -138,6 +139,12 @@ char *tern_segment_desc_encode(const tern_segment_desc *d)
     json_object_object_add(root, "buffers", bufs);
     json_object_object_add(root, "priority_matrix", matrix_json(t0 ? t0->topology : NULL));
     json_object_object_add(root, "tcp_data_port", json_object_new_uint64(d->tcp_data_port));
+    if (d->n_hs_addrs) {
+        json_object *ha = json_object_new_array_ext((int)d->n_hs_addrs);
+        for (size_t i = 0; i < d->n_hs_addrs; i++)
+            json_object_array_add(ha, json_object_new_string(d->hs_addrs[i]));
+        json_object_object_add(root, "handshake_addrs", ha);
+    }
     json_object_object_add(root, "timestamp", json_object_new_uint64(d->timestamp));
     json_object *ts = json_object_new_array_ext(d->ntransports ? (int)d->ntransports : 1);
     json_object *lifted = json_object_new_object();
@@ -397,6 +404,34 @@ static int decode_transports(json_object *root, tern_segment_desc *d, char *err,
     return 0;
 }
 
+/* "handshake_addrs" (optional): at most TERN_DESC_MAX_HS_ADDRS strings of
+ * the form host:port; the segment's name stays where requests go first. */
+static int decode_hs_addrs(json_object *root, tern_segment_desc *d, char *err, size_t errlen)
+{
+    json_object *arr;
+    char path[64], host[TERN_DESC_HS_ADDR_MAX];
+    uint16_t port = 0;
+    int rc = tern_json_member(root, "", "handshake_addrs", json_type_array, 0, &arr, err, errlen);
+    if (rc || !arr)
+        return rc;
+    size_t n = json_object_array_length(arr);
+    if (n > TERN_DESC_MAX_HS_ADDRS)
+        return tern_errf(err, errlen, TERN_ERR_PROTOCOL,
+                         "handshake_addrs: %zu addresses, at most %d", n, TERN_DESC_MAX_HS_ADDRS);
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(arr, i);
+        snprintf(path, sizeof path, "handshake_addrs[%zu]", i);
+        if (!json_object_is_type(v, json_type_string) ||
+            (size_t)json_object_get_string_len(v) >= TERN_DESC_HS_ADDR_MAX ||
+            tern_split_host_port(json_object_get_string(v), host, sizeof host, &port) != 0 ||
+            !port)
+            return tern_json_bad(err, errlen, path, "\"host:port\"", v);
+        tern_strlcpy(d->hs_addrs[d->n_hs_addrs++], json_object_get_string(v),
+                     TERN_DESC_HS_ADDR_MAX);
+    }
+    return 0;
+}
+
 int tern_segment_desc_decode(const char *json, size_t len, tern_segment_desc **out, char *err,
                              size_t errlen)
 {
@@ -422,6 +457,8 @@ int tern_segment_desc_decode(const char *json, size_t len, tern_segment_desc **o
     d->tcp_data_port = (uint16_t)port;
     if (!rc)
         rc = tern_json_get_uint(root, "", "timestamp", UINT64_MAX, 0, &d->timestamp, err, errlen);
+    if (!rc)
+        rc = decode_hs_addrs(root, d, err, errlen);
     if (!rc)
         rc = decode_buffers(root, d, err, errlen);
     if (!rc)

@@ -1,6 +1,7 @@
 /* core/segments.c: opened peer segments, their descriptors and healing
  * state (see segments.h). */
 #include "segments.h"
+#include "addrbook.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -105,8 +106,12 @@ static int fetch_desc(tern_segments *t, const char *name, tern_segment_desc **ou
         tern_segment_desc_free(*out);
         *out = NULL;
     }
-    if (!rc)
+    if (!rc) {
         log_fetched(t, name, *out);
+        tern_addrbook_note(tern_metadata_addrbook(t->md), name,
+                           (const char (*)[TERN_DESC_HS_ADDR_MAX])(*out)->hs_addrs,
+                           (*out)->n_hs_addrs);
+    }
     return rc;
 }
 

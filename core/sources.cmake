@@ -3,6 +3,7 @@
 # (libtern.so and the internal archive for tests) and by fuzz/CMakeLists.txt
 # (the same sources with coverage instrumentation).
 set(TERN_CORE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/addrbook.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c

@@ -158,6 +158,9 @@ publish-not-lifted | - | if \(\K!\*top \|\| (?=core_owned_key\(top\)) | 1 || | t
 publish-over-own-keys | - | if \(!\*top \|\| \Kcore_owned_key\(top\)(?= \|\|) | 0 | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
 # efa devices (transports/efa/efa_fabric.c): the loopback domain stays out when there are others
 efa-loopback-kept | - | if \(!c->iface\[0\] && \Kothers(?= && efa_is_loopback\(i\)\)) | 0 | test_lab_multinic | -
+# the handshake daemon's other addresses (core/control/server.c, core/addrbook.c)
+hs-one-address-only | - | if \(\Ks->opt\.every_address(?=\)\n        listen_on_others) | 0 | test_lab_handshake_addrs | -
+hs-book-forgets | - | if \(e && \Ke->n(?=\) \{\n        if \(e->best) | 0 | test_desc | segment/address_book_order
 EOF
 
 die() { echo "mutate: $*" >&2; exit 2; }

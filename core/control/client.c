@@ -127,6 +127,31 @@ static int hs_connect(const char *server, int timeout_ms, char *err, size_t errl
                      host, ps, tried, tried == 1 ? "" : "es", strerror(last));
 }
 
+/* The addresses in turn until one connects (server's own when there are
+ * none); *used: the index that did.  The error is the first one's. */
+static int hs_connect_any(const char *server, const char (*addrs)[TERN_HS_ADDR_MAX],
+                          size_t naddrs, int timeout_ms, size_t *used, char *err, size_t errlen)
+{
+    if (!naddrs)
+        return hs_connect(server, timeout_ms, err, errlen);
+    int fd = hs_connect(addrs[0], timeout_ms, err, errlen);
+    for (size_t i = 1; fd < 0 && i < naddrs; i++) {
+        char aerr[256];
+        int afd = hs_connect(addrs[i], timeout_ms, aerr, sizeof aerr);
+        if (afd >= 0) {
+            *used = i;
+            return afd;
+        }
+        if (i + 1 == naddrs && err && errlen) {
+            size_t o = strlen(err);
+            snprintf(err + o, errlen - o, " (and its %zu other address%s: %s)", naddrs - 1,
+                     naddrs == 2 ? "" : "es", aerr);
+        }
+    }
+    *used = 0;
+    return fd;
+}
+
 static int io_err(int rc, const char *what, const char *server, int timeout_ms, char *err,
                   size_t errlen)
 {
@@ -300,6 +325,20 @@ int tern_hs_request_auth(const tern_auth *auth, const char *server_name, int typ
                          uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
                          char *err, size_t errlen)
 {
+    return tern_hs_request_via(auth, server_name, NULL, 0, NULL, type, json, len, reply,
+                               replylen, max_frame, connect_timeout_ms, io_timeout_ms, err,
+                               errlen);
+}
+
+int tern_hs_request_via(const tern_auth *auth, const char *server_name,
+                        const char (*addrs)[TERN_HS_ADDR_MAX], size_t naddrs, size_t *used,
+                        int type, const char *json, size_t len, char **reply, size_t *replylen,
+                        uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
+                        char *err, size_t errlen)
+{
+    size_t first = 0;
+    if (used)
+        *used = 0;
     if (!server_name || !reply || type < 0 || type > 3 || (len && !json))
         return tern_errf(err, errlen, TERN_ERR_INVAL, "handshake: bad request arguments");
     *reply = NULL;
@@ -322,11 +361,13 @@ int tern_hs_request_auth(const tern_auth *auth, const char *server_name, int typ
     size_t flen;
     if (tern_hs_frame_build(type, json, len, &frame, &flen) != 0)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "handshake: out of memory");
-    int fd = hs_connect(server_name, connect_timeout_ms, err, errlen);
+    int fd = hs_connect_any(server_name, addrs, naddrs, connect_timeout_ms, &first, err, errlen);
     if (fd < 0) {
         free(frame);
         return fd;
     }
+    if (used)
+        *used = first;
     int rc = auth ? tern_auth_hs_client(auth, fd, server_name, max_frame, io_timeout_ms, err,
                                         errlen)
                   : 0;

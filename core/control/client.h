@@ -24,6 +24,17 @@ int tern_hs_request_auth(const struct tern_auth *auth, const char *server_name, 
                          uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
                          char *err, size_t errlen);
 
+/* The same, connecting to addrs[0], addrs[1], ... in turn until one
+ * answers (server_name's own address and the other addresses its daemon
+ * answers on, a descriptor's "handshake_addrs"; naddrs 0: server_name);
+ * *used (may be NULL): the index that connected.  The request is sent
+ * once; what it proves and asks is for server_name. */
+int tern_hs_request_via(const struct tern_auth *auth, const char *server_name,
+                        const char (*addrs)[TERN_HS_ADDR_MAX], size_t naddrs, size_t *used,
+                        int type, const char *json, size_t len, char **reply, size_t *replylen,
+                        uint64_t max_frame, int connect_timeout_ms, int io_timeout_ms,
+                        char *err, size_t errlen);
+
 /* A kept connection (Notify frames only: the daemon keeps a connection
  * open after answering one, docs/protocol.md, Notify).  open: connect and
  * prove the secret (auth may be NULL); returns the fd or an error.

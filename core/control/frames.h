@@ -31,6 +31,10 @@ enum {
 #define TERN_HS_DEFAULT_PORT 12001
 #define TERN_HS_DEFAULT_MAX_FRAME TERN_METASTORE_MAX_VALUE /* one bound for every fetch */
 #define TERN_HS_DEFAULT_IO_TIMEOUT_MS 5000
+/* A daemon answers on at most TERN_HS_MAX_LISTEN addresses, each written
+ * "host:port" or "[v6]:port" in TERN_HS_ADDR_MAX bytes. */
+#define TERN_HS_MAX_LISTEN 16
+#define TERN_HS_ADDR_MAX 64
 
 /* Request limits, payload bytes (type byte + JSON), per frame type: far
  * below max_frame (which bounds replies: a segment descriptor), so that a

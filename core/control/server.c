@@ -12,8 +12,11 @@
  * rate-limited warnings: docs/protocol.md, "Handshake frames". */
 #include "server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <malloc.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -76,7 +79,10 @@ typedef struct hs_conn {
 struct tern_hs_server {
     tern_hs_options opt;
     char bind_host[256];
-    int lfd, epfd, evfd;
+    int lfds[TERN_HS_MAX_LISTEN]; /* [0]: bind_host; then the host's other addresses */
+    int nlfd;
+    char addrs[TERN_HS_MAX_LISTEN][TERN_HS_ADDR_MAX]; /* "host:port" of lfds[1..] */
+    int epfd, evfd;
     uint16_t port;
     int accepting;
     int fd_starved; /* accept hit EMFILE: wait for a connection to close */
@@ -557,9 +563,16 @@ static void set_accepting(tern_hs_server *s, int on)
 {
     if (s->accepting == on)
         return;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
-    epoll_ctl(s->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->lfd, &ev);
+    for (int i = 0; i < s->nlfd; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfds[i]};
+        epoll_ctl(s->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->lfds[i], &ev);
+    }
     s->accepting = on;
+}
+
+static int is_listener(const tern_hs_server *s, const void *p)
+{
+    return p >= (const void *)&s->lfds[0] && p < (const void *)&s->lfds[s->nlfd];
 }
 
 /* Same source address (the port aside). */
@@ -638,14 +651,14 @@ static int make_room(tern_hs_server *s, const struct sockaddr_storage *src)
     return 0;
 }
 
-static void accept_all(tern_hs_server *s)
+static void accept_all(tern_hs_server *s, int lfd)
 {
     for (;;) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         if (s->nconns >= s->opt.max_connections && make_room(s, NULL) != 0)
             break; /* full of busy or proven connections: the backlog waits */
-        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -732,8 +745,8 @@ static void *loop_main(void *arg)
         int n = epoll_wait(s->epfd, evs, 128, timeout);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &s->lfd) {
-                accept_all(s);
+            if (is_listener(s, p)) {
+                accept_all(s, *(const int *)p);
             } else if (p == &s->evfd) {
                 take_done(s);
             } else {
@@ -788,7 +801,7 @@ static int listen_on(tern_hs_server *s, char *err, size_t errlen)
             getsockname(fd, (struct sockaddr *)&ss, &sl);
             s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                      : ((struct sockaddr_in *)&ss)->sin_port);
-            s->lfd = fd;
+            s->lfds[s->nlfd++] = fd;
             freeaddrinfo(res);
             return 0;
         }
@@ -801,12 +814,81 @@ static int listen_on(tern_hs_server *s, char *err, size_t errlen)
                      s->bind_host, s->opt.port, strerror(last));
 }
 
+/* A numeric, non-loopback, non-wildcard address: one of several a host may
+ * have (server_name names one NIC's address). */
+static int one_nic_address(const char *host, int *family)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        *family = AF_INET;
+        return a4.s_addr != htonl(INADDR_ANY) && (ntohl(a4.s_addr) >> 24) != 127;
+    }
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        *family = AF_INET6;
+        return !IN6_IS_ADDR_UNSPECIFIED(&a6) && !IN6_IS_ADDR_LOOPBACK(&a6);
+    }
+    return 0;
+}
+
+/* Listen on the same port on every other address of bind_host's family
+ * that an up, non-loopback interface holds (IPv6: not link-local), so the
+ * daemon stays reachable while any NIC is (docs/topology.md, Stalled NIC
+ * pairs).  An address that cannot be bound is logged and left out. */
+static void listen_on_others(tern_hs_server *s)
+{
+    int family = 0;
+    struct ifaddrs *ifs = NULL;
+    if (!one_nic_address(s->bind_host, &family) || getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i && s->nlfd < TERN_HS_MAX_LISTEN; i = i->ifa_next) {
+        char host[INET6_ADDRSTRLEN];
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        if (!i->ifa_addr || i->ifa_addr->sa_family != family || !(i->ifa_flags & IFF_UP) ||
+            (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        memset(&ss, 0, sizeof ss);
+        if (family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            *a = *(const struct sockaddr_in *)i->ifa_addr;
+            a->sin_port = htons(s->port);
+            sl = sizeof *a;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        } else {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            *a = *(const struct sockaddr_in6 *)i->ifa_addr;
+            if (IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr))
+                continue;
+            a->sin6_port = htons(s->port);
+            sl = sizeof *a;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        }
+        if (strcmp(host, s->bind_host) == 0)
+            continue;
+        int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+        if (fd >= 0)
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0) {
+            hs_log(s, TERN_LOG_WARN, "handshake daemon: not answering on %s port %u too: %s",
+                   host, (unsigned)s->port, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        snprintf(s->addrs[s->nlfd], TERN_HS_ADDR_MAX, family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+                 host, (unsigned)s->port);
+        s->lfds[s->nlfd++] = fd;
+    }
+    freeifaddrs(ifs);
+}
+
 static void server_free(tern_hs_server *s)
 {
     while (s->conns)
         conn_free(s, s->conns);
-    if (s->lfd >= 0)
-        close(s->lfd);
+    for (int i = 0; i < s->nlfd; i++)
+        close(s->lfds[i]);
     if (s->epfd >= 0)
         close(s->epfd);
     if (s->evfd >= 0)
@@ -833,7 +915,7 @@ int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out, char 
         s->opt.io_timeout_ms = TERN_HS_DEFAULT_IO_TIMEOUT_MS;
     if (s->opt.max_connections <= 0)
         s->opt.max_connections = HS_DEFAULT_MAX_CONN;
-    s->lfd = s->epfd = s->evfd = -1;
+    s->epfd = s->evfd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     int rc = listen_on(s, err, errlen);
@@ -841,6 +923,8 @@ int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out, char 
         server_free(s);
         return rc;
     }
+    if (s->opt.every_address)
+        listen_on_others(s);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->evfd};
@@ -869,6 +953,14 @@ int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out, char 
 }
 
 uint16_t tern_hs_server_port(const tern_hs_server *s) { return s ? s->port : 0; }
+
+size_t tern_hs_server_addrs(const tern_hs_server *s, char out[][TERN_HS_ADDR_MAX], size_t max)
+{
+    size_t n = 0;
+    for (int i = 1; s && i < s->nlfd && n < max; i++)
+        tern_strlcpy(out[n++], s->addrs[i], TERN_HS_ADDR_MAX);
+    return n;
+}
 
 void tern_hs_server_stop(tern_hs_server *s)
 {

@@ -33,11 +33,19 @@ typedef struct tern_hs_options {
      * without blocking; those are answered on the daemon's epoll thread,
      * without a hand-off to a worker (0: every request goes to a worker). */
     unsigned inline_types;
+    /* bind_host is one NIC's address: answer on the same port on every
+     * other address of its family this host holds (up, not loopback) too,
+     * so the daemon stays reachable while any NIC is. */
+    int every_address;
 } tern_hs_options;
+
 
 int tern_hs_server_start(const tern_hs_options *opt, tern_hs_server **out,
                          char *err, size_t errlen);
 uint16_t tern_hs_server_port(const tern_hs_server *s);
+/* The addresses ("host:port", "[v6]:port") answered on besides bind_host's
+ * (every_address); returns how many were written, at most max. */
+size_t tern_hs_server_addrs(const tern_hs_server *s, char out[][TERN_HS_ADDR_MAX], size_t max);
 void tern_hs_server_stop(tern_hs_server *s);
 
 #endif

@@ -436,10 +436,26 @@ static void open_against_peer(const char *a_secret, const char *b_secret, char *
     cr_assert_lt(s, 0, "a peer with another or no secret was opened");
     snprintf(a_err, a_errlen, "%s", tern_engine_last_error(A));
     tern_engine_destroy(A);
+    /* The peer's daemon logs the failed proof when it sees our connection
+     * end, on its own thread: read its log until that line is there (at
+     * most 5 s) before asking it to exit, or a loaded machine stops it
+     * first. */
+    size_t got = 0;
+    b_log[0] = 0;
+    for (int i = 0; i < 500 && !strstr(b_log, "authentication failed") && got < b_loglen - 1; i++) {
+        struct pollfd pfd = {.fd = errp[0], .events = POLLIN};
+        if (poll(&pfd, 1, 10) == 1) {
+            ssize_t n = read(errp[0], b_log + got, b_loglen - 1 - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+            b_log[got] = 0;
+        }
+    }
     close(in[1]); /* the peer exits cleanly */
     waitpid(pid, NULL, 0);
-    ssize_t n = read(errp[0], b_log, b_loglen - 1);
-    b_log[n > 0 ? n : 0] = 0;
+    ssize_t n = got < b_loglen - 1 ? read(errp[0], b_log + got, b_loglen - 1 - got) : 0;
+    b_log[got + (n > 0 ? (size_t)n : 0)] = 0;
     fclose(o);
     close(errp[0]);
 }

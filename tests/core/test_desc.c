@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrbook.h"
 #include "desc.h"
 #include "tern/errors.h"
 #include "topology.h"
@@ -239,6 +240,63 @@ Test(segment, refusals_name_the_key)
     refuse("{\"name\":\"h:1\",\"protocol\":\"tcp\",\"buffers\":[]} trailing", "trailing data");
     refuse("[1,2,3]", "expected a JSON object");
     refuse("", "empty descriptor");
+}
+
+/* "handshake_addrs": kept through a round trip, checked on the way in. */
+Test(segment, handshake_addrs_round_trip_and_refusals)
+{
+    tern_segment_desc d;
+    memset(&d, 0, sizeof d);
+    strcpy(d.name, "198.18.0.2:4000");
+    strcpy(d.protocol, "tcp");
+    strcpy(d.hs_addrs[0], "198.18.1.2:4000");
+    strcpy(d.hs_addrs[1], "[2001:db8:1::2]:4000");
+    d.n_hs_addrs = 2;
+    d.buffers = NULL;
+    char *json = tern_segment_desc_encode(&d);
+    cr_assert_not_null(strstr(json, "\"handshake_addrs\":[\"198.18.1.2:4000\""), "%s", json);
+    tern_segment_desc *back = NULL;
+    char err[256];
+    cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &back, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_eq(back->n_hs_addrs, 2);
+    cr_assert_str_eq(back->hs_addrs[1], "[2001:db8:1::2]:4000");
+    tern_segment_desc_free(back);
+    free(json);
+    refuse(HEAD "\"buffers\":[],\"handshake_addrs\":[\"no-port\"]}",
+           "handshake_addrs[0]: expected \"host:port\", got \"no-port\"");
+    refuse(HEAD "\"buffers\":[],\"handshake_addrs\":[7]}",
+           "handshake_addrs[0]: expected \"host:port\", got 7");
+    refuse(HEAD "\"buffers\":[],\"handshake_addrs\":\"198.18.1.2:1\"}",
+           "handshake_addrs: expected an array");
+    char many[2048] = HEAD "\"buffers\":[],\"handshake_addrs\":[";
+    for (int i = 0; i < TERN_DESC_MAX_HS_ADDRS + 1; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"10.0.0.%d:1\"",
+                 i ? "," : "", i);
+    strcat(many, "]}");
+    refuse(many, "handshake_addrs: 17 addresses, at most 16");
+}
+
+/* The address book: the name first until another address answers, that
+ * one first from then on; a name it does not know gives nothing. */
+Test(segment, address_book_order)
+{
+    tern_addrbook *b = tern_addrbook_new();
+    char out[TERN_DESC_MAX_HS_ADDRS + 1][TERN_DESC_HS_ADDR_MAX];
+    char alts[2][TERN_DESC_HS_ADDR_MAX] = {"10.1.0.2:9", "10.2.0.2:9"};
+    cr_assert_eq(tern_addrbook_order(b, "10.0.0.2:9", out, 17), 0);
+    tern_addrbook_note(b, "10.0.0.2:9", (const char (*)[TERN_DESC_HS_ADDR_MAX])alts, 2);
+    cr_assert_eq(tern_addrbook_order(b, "10.0.0.2:9", out, 17), 3);
+    cr_assert_str_eq(out[0], "10.0.0.2:9");
+    cr_assert_str_eq(out[2], "10.2.0.2:9");
+    tern_addrbook_answered(b, "10.0.0.2:9", "10.2.0.2:9");
+    cr_assert_eq(tern_addrbook_order(b, "10.0.0.2:9", out, 17), 3);
+    cr_assert_str_eq(out[0], "10.2.0.2:9");
+    cr_assert_str_eq(out[1], "10.0.0.2:9");
+    cr_assert_str_eq(out[2], "10.1.0.2:9");
+    tern_addrbook_note(b, "10.0.0.2:9", NULL, 0); /* the descriptor lists none now */
+    cr_assert_eq(tern_addrbook_order(b, "10.0.0.2:9", out, 17), 0);
+    tern_addrbook_free(b);
 }
 
 Test(segment, absurd_sizes_are_refused)
