@@ -16,11 +16,14 @@
 #   [nsb2 efa0]--pb2-+      (20 ms each way)            +--hc -- c0 [nsc]
 #
 # Cloud A's two hosts are processes of the guest's INITIAL namespace that
-# share one rxe device: the Debian 12 kernel's rdma_rxe (6.1) opens its UDP
-# socket (port 4791) in the initial namespace only and routes in it, so an
-# rxe device on a veth inside another namespace carries no traffic (the
-# script prints what it sees), and two rxe devices on two local addresses
-# would reach each other through the loopback device, which rxe drops.
+# share one rxe device.  The Debian 12 kernel's rdma_rxe (6.1) opens its UDP
+# socket (port 4791) in the initial namespace only and routes there (the
+# script prints the sockets it sees); tried in this guest with
+# ibv_rc_pingpong: rxe devices on the two ends of a veth pair in two
+# namespaces fail the first send (local QP operation error), and two rxe
+# devices on dummy netdevs of the initial namespace time out (likely: a
+# local address is routed through the loopback device, which has no rxe).
+# Only QPs on one rxe device reach each other here.
 # The RDMA devices are kept in the initial namespace (`rdma system set
 # netns exclusive`), so the hosts in namespaces find none and skip rdma.
 # Cloud B's "EFA NIC" is its host's interface named efa0 (the config's
