@@ -33,10 +33,15 @@
 #
 # Checks: ping across the link (>= 40 ms round trip) and inside cloud B
 # (< 20 ms); every host's tern-info --peer names the transport of each of
-# its four peers; every ordered pair of hosts moves data with tern-bench
-# --verify (byte-exact), WRITE and READ, over the expected transport: rdma
-# inside A, efa inside B, tcp otherwise.  Prints a matrix.  The guest has
-# no network card: all traffic stays inside it.
+# its four peers; every ordered pair of hosts moves data
+# (tern-test-xfabric-peer, rdma_vm_xfabric_peer.c): WRITE, READ back and
+# READ of the peer's own data, byte-exact, over the expected transport:
+# rdma inside A, efa inside B, tcp otherwise; each engine then checks what
+# the others wrote into it and exits 0.  Prints a matrix.  The guest has no
+# network card: all traffic stays inside it.
+# TERN_XFABRIC_ORDER=parallel: all initiators at once (default: one host
+# after the other).  TERN_XFABRIC_CLOSE_EACH=1: each segment is closed after
+# its pair (fails over rdma, see README.md).
 # Exit 0 when everything passed, 77 (with the reason) when the guest kernel
 # or the build cannot run it, 1 otherwise.
 set -eu
@@ -77,6 +82,7 @@ echo "=== 1. network: cloud A (initial ns), cloud B (nsb1, nsb2 behind nsgwb), c
 # RDMA devices stay in the namespace they were made in; this works only
 # while no other network namespace exists.
 rdma link delete rxe0 2>/dev/null || true
+ip link delete dev0 2>/dev/null || true
 rdma system set netns exclusive || skip "rdma system set netns exclusive failed (kernel?)"
 ip link add cloudA0 type dummy
 ip link set cloudA0 mtu 9000
@@ -140,17 +146,20 @@ for h in $HOSTS; do all="$all $(addr "$h"):$PORT"; done
 i=0
 for h in $HOSTS; do
   # shellcheck disable=SC2086
-  on "$h" "$PEER" "$CFG" "$(addr "$h"):$PORT" $i $W/go $W/check $all \
+  on "$h" "$PEER" "$CFG" "$(addr "$h"):$PORT" $i "$W/go-$h" $W/check $all \
     > "$W/peer-$h.out" 2> "$W/peer-$h.err" &
   echo $! > "$W/peer-$h.pid"
   i=$((i + 1))
 done
 stop_peers() {
-  touch $W/go $W/check
+  for h in $HOSTS; do touch "$W/go-$h"; done
+  touch $W/check
   for h in $HOSTS; do
     [ ! -f "$W/peer-$h.pid" ] || kill -TERM "$(cat "$W/peer-$h.pid")" 2>/dev/null || true
   done
   wait 2>/dev/null || true
+  # the logs, for the host (run-in-vm.sh keeps OUTDIR when the test failed)
+  [ -z "${TERN_VM_OUT:-}" ] || { mkdir -p "$TERN_VM_OUT/xfabric" && cp $W/*.out $W/*.err "$TERN_VM_OUT/xfabric/"; } || true
 }
 trap stop_peers EXIT
 for h in $HOSTS; do
@@ -197,24 +206,37 @@ for h in $HOSTS; do
   done
 done
 
-echo "=== 4. every ordered pair, all hosts at once: WRITE, READ back, READ the peer's own data"
-touch $W/go
-for h in $HOSTS; do
+echo "=== 4. every ordered pair: WRITE, READ back, READ the peer's own data (${TERN_XFABRIC_ORDER:-one initiator at a time})"
+# wait_pairs HOST: until HOST printed its four PAIR lines (or died, or 180 s)
+wait_pairs() {
   i=0
-  until [ "$(grep -c '^PAIR' "$W/peer-$h.out")" -ge 4 ]; do
-    kill -0 "$(cat "$W/peer-$h.pid")" 2>/dev/null || break
-    [ $i -lt 1800 ] || { echo "$h: no result after 180 s"; break; }
+  until [ "$(grep -c '^PAIR' "$W/peer-$1.out")" -ge 4 ]; do
+    kill -0 "$(cat "$W/peer-$1.pid")" 2>/dev/null || break
+    [ $i -lt 1800 ] || { echo "$1: no result after 180 s"; break; }
     sleep 0.1
     i=$((i + 1))
   done
-done
+}
+if [ "${TERN_XFABRIC_ORDER:-}" = parallel ]; then
+  for h in $HOSTS; do touch "$W/go-$h"; done
+  for h in $HOSTS; do wait_pairs "$h"; done
+else
+  for h in $HOSTS; do touch "$W/go-$h"; wait_pairs "$h"; done
+fi
 touch $W/check
+# Each engine checks what the others wrote into it, then is destroyed: its
+# exit status counts too (a crash while tearing down is a failure).
 for h in $HOSTS; do
+  pid=$(cat "$W/peer-$h.pid")
   i=0
-  while kill -0 "$(cat "$W/peer-$h.pid")" 2>/dev/null && [ $i -lt 600 ]; do
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt 600 ]; do
     sleep 0.1
     i=$((i + 1))
   done
+  kill -0 "$pid" 2>/dev/null && { echo "$h: still running 60 s after CHECK: killed"; kill -KILL "$pid"; }
+  rc=0
+  wait "$pid" || rc=$?
+  echo $rc > "$W/peer-$h.rc"
 done
 for h in $HOSTS; do
   for p in $HOSTS; do
@@ -234,6 +256,11 @@ for h in $HOSTS; do
   c=$(grep '^CHECK' "$W/peer-$h.out" || true)
   echo "$h: what the other hosts wrote here: ${c:-no CHECK line}"
   [ "$c" = "CHECK ok" ] || { fails=$((fails + 1)); tail -n 5 "$W/peer-$h.err"; }
+  rc=$(cat "$W/peer-$h.rc")
+  if [ "$rc" != 0 ]; then
+    echo "$h: tern-test-xfabric-peer exited with $rc:"; tail -n 12 "$W/peer-$h.err"
+    fails=$((fails + 1))
+  fi
 done
 
 echo "=== matrix: initiator (row) -> target (column): the transport used; ! = not the"
