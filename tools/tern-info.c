@@ -1,6 +1,6 @@
 /* tern-info: what tern would do with a configuration.
  *
- *   tern-info [--config FILE] [--json] [--verbose] [--peer HOST:PORT]...
+ *   tern-info [--config FILE] [--json] [--verbose] [--server-name H:P] [--peer HOST:PORT]...
  *   tern-info --schema-markdown
  *
  * Prints the resolved configuration, every configured transport with its
@@ -8,7 +8,10 @@
  * and each one's topology matrix; the shared secret and the topology file
  * are checked as the engine checks them.  With --peer, it also starts an
  * engine (on the configured host, a free port), opens each peer's segment
- * and shows the transport negotiated with it (or why none).  --json prints
+ * and shows the transport negotiated with it (or why none); --server-name
+ * gives that engine another name (an address of this host that peers can
+ * reach, as tern-bench's option does), so one configuration file can serve
+ * every host of a cluster.  --json prints
  * one JSON object with stable keys instead.  --schema-markdown prints the
  * reference table of configuration keys in docs/configuration.md.  Exit
  * status: 0 when an engine could be created from the configuration, 1 when
@@ -28,6 +31,7 @@
 
 typedef struct info_opts {
     const char *config;
+    const char *server_name; /* --server-name: the --peer engine's name */
     int json;
     int verbose;
     int schema_markdown;
@@ -37,7 +41,8 @@ typedef struct info_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tern-info [--config FILE] [--json] [--verbose] [--peer HOST:PORT]...\n"
+    fprintf(f, "usage: tern-info [--config FILE] [--json] [--verbose] [--server-name H:P]\n"
+               "                 [--peer HOST:PORT]...\n"
                "       tern-info --schema-markdown\n"
                "  --config FILE      the YAML configuration (default: $TERN_CONFIG, else the\n"
                "                     embedded default, same as config/tern.yaml)\n"
@@ -45,6 +50,8 @@ static void usage(FILE *f)
                "  --verbose          loader and plugin log lines down to debug on stderr\n"
                "  --peer NAME        open that peer's segment and show the transport used\n"
                "                     with it (repeatable)\n"
+               "  --server-name H:P  the name of the engine --peer starts (default: the\n"
+               "                     configured host, a free port)\n"
                "  --schema-markdown  the table of configuration keys, as in\n"
                "                     docs/configuration.md\n");
 }
@@ -62,7 +69,11 @@ static int parse_args(int argc, char **argv, info_opts *o)
                 return -1;
             }
             o->peers[o->npeers++] = argv[++i];
-        } else if (strcmp(argv[i], "--json") == 0)
+        } else if (strcmp(argv[i], "--server-name") == 0 && i + 1 < argc)
+            o->server_name = argv[++i];
+        else if (strncmp(argv[i], "--server-name=", 14) == 0)
+            o->server_name = argv[i] + 14;
+        else if (strcmp(argv[i], "--json") == 0)
             o->json = 1;
         else if (strcmp(argv[i], "--schema-markdown") == 0)
             o->schema_markdown = 1;
@@ -154,7 +165,10 @@ static int probe_peers(const info_opts *o, const char *server_name, peer_result 
 {
     char name[300], err[1024] = "";
     int failed = 0;
-    tool_ephemeral_name(server_name, name, sizeof name);
+    if (o->server_name)
+        snprintf(name, sizeof name, "%s", o->server_name);
+    else
+        tool_ephemeral_name(server_name, name, sizeof name);
     tern_engine *e = tern_engine_create_as(o->config, name, err, sizeof err);
     for (int i = 0; i < o->npeers; i++) {
         res[i].name = o->peers[i];

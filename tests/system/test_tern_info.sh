@@ -84,6 +84,18 @@ rc=0
 grep -q "no transport: .*local \[efa\].*peer \[tcp\]" "$tmp/peer.txt" ||
     fail "--peer with no common transport: $(cat "$tmp/peer.txt")"
 echo "test_tern_info: ok: $(grep 'no transport' "$tmp/peer.txt")"
+# --server-name names the engine --peer starts: an address of this host
+# works, one that is not (TEST-NET-1) cannot be bound and fails that engine.
+"$info" --config "$tmp/mix.yaml" --server-name 127.0.0.1:0 --peer "$seg" >"$tmp/peer.txt" \
+    2>"$tmp/err" || fail "--server-name 127.0.0.1:0 --peer $seg: $(cat "$tmp/err")"
+grep -q "^  $seg: tcp$" "$tmp/peer.txt" || fail "--server-name: $(cat "$tmp/peer.txt")"
+rc=0
+"$info" --config "$tmp/mix.yaml" --server-name 192.0.2.1:0 --peer "$seg" >"$tmp/peer.txt" \
+    2>"$tmp/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "--server-name 192.0.2.1:0: exit $rc, expected 1"
+grep -q "^  $seg: no transport: engine: " "$tmp/peer.txt" ||
+    fail "--server-name 192.0.2.1:0: $(cat "$tmp/peer.txt")"
+echo "test_tern_info: ok: --server-name names the --peer engine ($(grep 'no transport' "$tmp/peer.txt" | cut -c1-100))"
 kill $tpid; wait $tpid 2>/dev/null || true
 
 "$info" --bogus >/dev/null 2>&1 && fail "unknown argument accepted"

@@ -32,6 +32,8 @@ die() { echo "vm: error: $*" >&2; exit 1; }
 # Modules in load order (see /work/shared/notes/softroce-vm.md): virtio +
 # 9p to reach host files, then the verbs stack and rxe, then dummy for a
 # netdev.  crc32_generic is needed by rdma_rxe and nothing auto-loads it.
+# veth (links between network namespaces) and sch_netem (a delayed link)
+# are for rdma_vm_xfabric.sh; neither depends on another module.
 MODULES=(
   drivers/virtio/virtio_ring
   drivers/virtio/virtio
@@ -50,6 +52,8 @@ MODULES=(
   crypto/crc32_generic
   drivers/infiniband/sw/rxe/rdma_rxe
   drivers/net/dummy
+  drivers/net/veth
+  net/sched/sch_netem
 )
 
 # The package name linux-image-amd64 points at today.
@@ -59,15 +63,26 @@ wanted_package() {
     awk '/Depends: linux-image-[0-9]/ { print $2; exit }'
 }
 
+# A cached kernel is complete when it holds VERSION and every module of
+# the list above (an older cache, unpacked when the list was shorter, is
+# unpacked again from the package).
+complete() {
+  local d=$1 m
+  [ -f "$d/VERSION" ] || return 1
+  for m in "${MODULES[@]}"; do
+    ls "$d"/modules/[0-9][0-9]-"$(basename "$m")".ko >/dev/null 2>&1 || return 1
+  done
+}
+
 # Already unpacked? Prefer the version apt wants; else any complete one.
 cached_dir() {
   local want=$1 d
-  if [ -n "$want" ] && [ -f "$cache/${want#linux-image-}/VERSION" ]; then
+  if [ -n "$want" ] && complete "$cache/${want#linux-image-}"; then
     echo "$cache/${want#linux-image-}"; return 0
   fi
   [ -n "$want" ] && return 1
   for d in "$cache"/*/VERSION; do
-    [ -f "$d" ] && { dirname "$d"; return 0; }
+    [ -f "$d" ] && complete "$(dirname "$d")" && { dirname "$d"; return 0; }
   done
   return 1
 }
