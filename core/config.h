@@ -34,6 +34,7 @@ typedef struct tern_transport_cfg {
 
 enum { TERN_EVICT_SIEVE = 0, TERN_EVICT_FIFO = 1 };
 enum { TERN_SELECT_RANDOM = 0, TERN_SELECT_ROUND_ROBIN = 1 };
+enum { TERN_HS_ADDRS_AUTO = 0, TERN_HS_ADDRS_ALL = 1, TERN_HS_ADDRS_ONE = 2 }; /* handshake_addresses */
 
 typedef struct tern_config {
     char *origin;                 /* file name or "<embedded>" for messages */
@@ -60,6 +61,7 @@ typedef struct tern_config {
     uint64_t endpoint_cache;      /* 256 endpoints */
     int eviction;                 /* TERN_EVICT_* */
     char *auth_secret_file;       /* NULL: no authentication */
+    int handshake_addresses;      /* TERN_HS_ADDRS_*: where the daemon answers */
     int handshake_confirm;        /* 1: a Connection must be confirmed by its sender
                                      (docs/protocol.md, Connection confirmation) */
     int stats;                    /* 1: count statistics (docs/metrics.md) */

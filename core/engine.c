@@ -119,7 +119,9 @@ static int engine_start_daemon(tern_engine *e, char *err, size_t errlen)
         .io_timeout_ms = e->cfg->io_timeout_ms, .max_connections = 1024,
         .handler = tern_engine_hs_handler, .arg = e, .auth = e->auth, .log = engine_hs_log,
         .inline_types = 1u << TERN_HS_METADATA, /* a copy of the descriptor, under a short lock */
-        .every_address = 1}; /* reachable while any NIC is: the descriptor lists them */
+        /* reachable while any NIC is: the descriptor lists the others */
+        .every_address = e->cfg->handshake_addresses == TERN_HS_ADDRS_ALL ||
+                         (e->cfg->handshake_addresses == TERN_HS_ADDRS_AUTO && port == 0)};
     rc = tern_hs_server_start(&o, &e->hs, err, errlen);
     if (rc)
         return rc;

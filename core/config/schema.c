@@ -18,6 +18,7 @@ static const char *const select_names[] = {"random", "round_robin", NULL};
 static const char *const evict_names[] = {"sieve", "fifo", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const format_names[] = {"text", "json", NULL}; /* TERN_LOG_FORMAT_* */
+static const char *const hs_addr_names[] = {"auto", "all", "one", NULL}; /* TERN_HS_ADDRS_* */
 
 #define F(field) offsetof(tern_config, field)
 #define SLICE_MIN (4 << 10)
@@ -124,6 +125,14 @@ const cfg_key cfg_keys[] = {
              "authentication, and the wire is exactly the unauthenticated protocol."},
      .what = "the path of a file", .flags = CFGK_NULLABLE, .off = F(auth_secret_file),
      .doc_type = "path"},
+    {.opt = {"handshake_addresses", TERN_OPT_CHOICE, 0, 0, hs_addr_names, "auto",
+             "Where the handshake daemon answers when `server_name` is one NIC's address: "
+             "`one`, that address only; `all`, also the same port on every other address "
+             "of that family the host's up, non-loopback interfaces hold, listed in the "
+             "descriptor so peers reach the daemon while any NIC is up; `auto`, `all` when "
+             "the port is 0 (an ephemeral port no other engine asked for), else `one` (several "
+             "engines of a host may use one fixed port, each on its own address)."},
+     .off = F(handshake_addresses)},
     {.opt = {"handshake_confirm", TERN_OPT_BOOL, 0, 0, NULL, "true",
              "`true`: a Connection frame brings up a passive endpoint only after the segment "
              "it names confirms it sent it (docs/protocol.md, Connection confirmation).  "

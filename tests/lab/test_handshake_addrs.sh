@@ -8,6 +8,8 @@
 # and the initiator opens the segment again: the descriptor fetch and the
 # connection handshake must go through nic1's address, and the data must
 # verify.  Each unreachable address costs connect_timeout_ms (1 s here).
+# First, two engines on one fixed port of host b, one per NIC address, must
+# both come up (with a fixed port the daemon keeps to its own address).
 # Skips (77) where no lab can run.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +40,28 @@ config() { # FILE NAME
 
 lab_host a && lab_host b && lab_link a b 2 1gbit || exit 1
 lab_wait_reach a 198.18.0.2 && lab_wait_reach a 198.18.1.2 || exit 1
+# Two engines of one host on one fixed port, each on its own NIC's address
+# (handshake_addresses: auto keeps a fixed port to its own address): both
+# come up.
+for n in 0 1; do
+    config "$WORK/fixed$n.yaml" "198.18.$n.2:17001"
+    lab_exec b "$BENCH" --mode target --config "$WORK/fixed$n.yaml" --buffer-size 1M \
+        >"$WORK/fixed$n.out" 2>&1 &
+    FIXED[$n]=$!
+done
+for n in 0 1; do
+    for _ in $(seq 100); do
+        grep -q "^tern-bench target ready" "$WORK/fixed$n.out" && break
+        kill -0 "${FIXED[$n]}" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "^tern-bench target ready" "$WORK/fixed$n.out" ||
+        fail "engine $n on 198.18.$n.2:17001 did not come up beside the other: $(cat "$WORK/fixed$n.out")"
+done
+kill -TERM "${FIXED[@]}" 2>/dev/null
+wait "${FIXED[@]}" 2>/dev/null
+echo "test_handshake_addrs: two engines on port 17001 of one host, one per NIC address: both up"
+
 config "$WORK/t.yaml" 198.18.0.2:0
 config "$WORK/i.yaml" 198.18.0.1:0
 lab_exec b "$BENCH" --mode target --config "$WORK/t.yaml" --buffer-size 4M \
