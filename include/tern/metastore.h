@@ -36,6 +36,16 @@ extern "C" {
 #define TERN_METASTORE_ABI_MAJOR 1
 #define TERN_METASTORE_ABI_MINOR 1
 #define TERN_METASTORE_SYMBOL "tern_metastore_v1"
+/* In the plugin:
+ *   TERN_METASTORE_EXPORT const tern_metastore tern_metastore_v1 = {
+ *       TERN_METASTORE_HEAD("etcd", "1.1"), .open = ..., ...};
+ * HEAD spells out magic, struct_size, the ABI of these headers, the URI
+ * scheme it serves and the plugin's own version. */
+#define TERN_METASTORE_EXPORT __attribute__((visibility("default")))
+#define TERN_METASTORE_HEAD(scheme_, version_)                                          \
+    .magic = TERN_METASTORE_MAGIC, .struct_size = sizeof(tern_metastore),              \
+    .abi_major = TERN_METASTORE_ABI_MAJOR, .abi_minor = TERN_METASTORE_ABI_MINOR,      \
+    .scheme = (scheme_), .version = (version_)
 /* The largest value get() may return: a segment descriptor, bounded as one
  * fetched over the handshake is (the handshake's default max frame is this
  * constant).  A plugin refuses a larger value with TERN_ERR_PROTOCOL

@@ -490,13 +490,8 @@ static int e_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
     return rc;
 }
 
-__attribute__((visibility("default"))) const tern_metastore tern_metastore_v1 = {
-    .magic = TERN_METASTORE_MAGIC,
-    .struct_size = sizeof(tern_metastore),
-    .abi_major = TERN_METASTORE_ABI_MAJOR,
-    .abi_minor = TERN_METASTORE_ABI_MINOR,
-    .scheme = "etcd",
-    .version = "1.1",
+TERN_METASTORE_EXPORT const tern_metastore tern_metastore_v1 = {
+    TERN_METASTORE_HEAD("etcd", "1.1"),
     .open = e_open,
     .close = e_close,
     .get = e_get,

@@ -146,13 +146,8 @@ static int h_list(void *store, const char *prefix, tern_metastore_list_cb cb, vo
                 "or etcd:// to list segments", s->base, prefix);
 }
 
-__attribute__((visibility("default"))) const tern_metastore tern_metastore_v1 = {
-    .magic = TERN_METASTORE_MAGIC,
-    .struct_size = sizeof(tern_metastore),
-    .abi_major = TERN_METASTORE_ABI_MAJOR,
-    .abi_minor = TERN_METASTORE_ABI_MINOR,
-    .scheme = "http",
-    .version = "1.0",
+TERN_METASTORE_EXPORT const tern_metastore tern_metastore_v1 = {
+    TERN_METASTORE_HEAD("http", "1.0"),
     .open = h_open,
     .close = h_close,
     .get = h_get,
