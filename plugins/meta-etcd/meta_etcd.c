@@ -182,14 +182,18 @@ static int post_round(estore *s, const char *text, const char *path, json_object
 }
 
 /* POST to the endpoints in turn.  While a member answers 5xx (a leader
- * election) the rounds are repeated, backing off, up to the store's
- * timeout: an election must not fail an engine's register or open.  When
- * no endpoint answers at all, the store is down: reported at once. */
+ * election) the rounds are repeated, backing off, for the store's timeout
+ * or ETCD_ELECTION_MS, whichever is longer: an election must not fail an
+ * engine's register or open, and one round may spend a whole timeout on a
+ * member that does not answer (the dead leader, or one busy electing).
+ * When no endpoint answers at all, the store is down: reported at once. */
+#define ETCD_ELECTION_MS 10000
 static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
                 size_t errlen)
 {
     const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-    uint64_t end = mono_ms() + (uint64_t)s->timeout_ms;
+    uint64_t end = mono_ms() + (uint64_t)(s->timeout_ms > ETCD_ELECTION_MS ? s->timeout_ms
+                                                                           : ETCD_ELECTION_MS);
     long nap_ms = 50;
     char all[1024];
     for (;;) {
@@ -201,7 +205,7 @@ static int post(estore *s, const char *path, json_object *req, json_object **res
             return tern_kit_errf(err, errlen, rc,
                         "no etcd endpoint answered%s (%s); check that etcd is running with "
                         "--listen-client-urls covering %s and that a majority of its members "
-                        "is up", electing ? " within the store's timeout" : "", all, s->uri);
+                        "is up", electing ? " while its members were electing a leader" : "", all, s->uri);
         struct timespec ts = {0, nap_ms * 1000000L};
         nanosleep(&ts, NULL);
         if (nap_ms < 400)
