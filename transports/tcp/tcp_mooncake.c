@@ -606,9 +606,9 @@ static int read_status(tcp_mc_ep *ep, int fd, const char **why)
     return 0;
 }
 
-/* One request on a connected socket: 0, or an error (the socket is then
- * in an unknown state and must be closed). */
-static int ep_run(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
+/* A request's first half: its header, and a WRITE's payload.  0, or an
+ * error (the socket is then in an unknown state and must be closed). */
+static int ep_send(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
 {
     int write = s->opcode == TERN_WRITE;
     uint8_t hdr[TCP_MC_HDR_SIZE];
@@ -617,34 +617,42 @@ static int ep_run(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
                                 (ep->v2 ? TCP_MC_OP_V2 : 0)));
     *why = "sending the request failed";
     int rc = io_full(fd, ep->stopfd, hdr, sizeof hdr, 1, ep->h.io_timeout_ms);
-    if (rc)
+    if (rc || !write)
         return rc;
-    if (write) {
-        rc = io_full(fd, ep->stopfd, s->local, s->length, 1, ep->h.io_timeout_ms);
-        if (rc)
-            return ep->v2 && read_status(ep, fd, why) == TERN_ERR_RANGE ? TERN_ERR_RANGE : rc;
-        /* Format 1 has no acknowledgement: sent is all it can tell. */
+    rc = io_full(fd, ep->stopfd, s->local, s->length, 1, ep->h.io_timeout_ms);
+    if (rc && ep->v2 && read_status(ep, fd, why) == TERN_ERR_RANGE)
+        return TERN_ERR_RANGE; /* the target refused it and closed */
+    return rc;
+}
+
+/* Its second half: a WRITE's acknowledgement (format 2; format 1 has none:
+ * sent is all it can tell), a READ's status and data. */
+static int ep_recv(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
+{
+    int rc;
+    if (s->opcode == TERN_WRITE)
         return ep->v2 ? read_status(ep, fd, why) : 0;
-    }
     if (ep->v2 && (rc = read_status(ep, fd, why)) != 0)
         return rc;
     *why = "receiving the READ data failed (format 1: a refused READ shows as a close)";
     return io_full(fd, ep->stopfd, s->local, s->length, 0, ep->h.io_timeout_ms);
 }
 
-static tern_slice *ep_take(tcp_mc_ep *ep)
+/* Up to max queued slices (waits for the first); 0 once closing. */
+static int ep_take(tcp_mc_ep *ep, tern_slice **out, int max)
 {
+    int n = 0;
     pthread_mutex_lock(&ep->mu);
     while (!ep->head && !ep->closing)
         pthread_cond_wait(&ep->cv, &ep->mu);
-    tern_slice *s = ep->closing ? NULL : ep->head;
-    if (s) {
-        ep->head = s->plugin[0];
-        if (!ep->head)
-            ep->tail = NULL;
+    while (!ep->closing && ep->head && n < max) {
+        out[n++] = ep->head;
+        ep->head = ep->head->plugin[0];
     }
+    if (!ep->head)
+        ep->tail = NULL;
     pthread_mutex_unlock(&ep->mu);
-    return s;
+    return n;
 }
 
 static void worker_set_fd(mc_worker *w, int fd)
@@ -654,30 +662,41 @@ static void worker_set_fd(mc_worker *w, int fd)
     pthread_mutex_unlock(&w->ep->mu);
 }
 
+/* Requests are pipelined, MC_PIPE per connection: every header (and WRITE
+ * payload) of a round is sent before the first answer is read.  The target
+ * serves a connection's requests in order, so the answers come back in
+ * order, and the link does not idle for a round trip between requests.
+ * A failure leaves the stream in an unknown state: that request and the
+ * ones after it in the round fail, the connection is closed. */
+#define MC_PIPE 4
+
 static void *ep_worker_main(void *arg)
 {
     mc_worker *w = arg;
     tcp_mc_ep *ep = w->ep;
-    int fd = -1;
-    tern_slice *s;
-    while ((s = ep_take(ep)) != NULL) {
+    int fd = -1, n;
+    tern_slice *s[MC_PIPE];
+    while ((n = ep_take(ep, s, MC_PIPE)) > 0) {
         const char *why = "connect failed";
-        int rc = 0;
+        int rc = 0, sent = 0, done = 0;
         if (fd < 0 && (rc = ep_connect_fd(ep, &fd)) == 0)
             worker_set_fd(w, fd);
+        for (; !rc && sent < n; sent++)
+            rc = ep_send(ep, fd, s[sent], &why);
+        for (; !rc && done < sent; done++)
+            if ((rc = ep_recv(ep, fd, s[done], &why)) == 0)
+                slice_done(ep, s[done], 0, NULL);
         if (!rc)
-            rc = ep_run(ep, fd, s, &why);
-        if (rc) {
-            if (fd >= 0) {
-                worker_set_fd(w, -1);
-                close(fd);
-                fd = -1;
-            }
-            slice_done(ep, s, rc, "Mooncake peer %s (format %d): %s", ep->peer, ep->v2 ? 2 : 1,
-                       why);
-        } else {
-            slice_done(ep, s, 0, NULL);
+            continue;
+        if (fd >= 0) {
+            worker_set_fd(w, -1);
+            close(fd);
+            fd = -1;
         }
+        for (int i = done; i < n; i++)
+            slice_done(ep, s[i], i == done ? rc : TERN_ERR_CLOSED,
+                       "Mooncake peer %s (format %d): %s", ep->peer, ep->v2 ? 2 : 1,
+                       i == done ? why : "an earlier request on its connection failed");
     }
     if (fd >= 0) {
         worker_set_fd(w, -1);
