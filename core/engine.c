@@ -27,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "peer_check.h"
 #include "util.h"
 
 TERN_EXPORT const char *tern_engine_server_name(const tern_engine *e)
@@ -55,6 +56,7 @@ static tern_engine *engine_alloc(void)
     tern_gate_init(&e->gate);
     tern_memory_init(&e->mem, e->cuda);
     tern_segments_init(&e->segs);
+    e->segs.opened = tern_peer_check_opened; /* stale passive endpoints (peer_check.h) */
     e->notes = tern_notes_create(e);
     if (!e->notes) {
         tern_logger_fini(&e->log);

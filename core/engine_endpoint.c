@@ -237,7 +237,7 @@ static void active_insert(active_ctx *a, void *newep, void **ep, tern_ep_ref **r
     tern_xport *x = a->x;
     pthread_mutex_lock(&x->conn_lock);
     int rc = tern_epstore_insert(x->eps, a->key, newep, ep, ref);
-    if (rc == TERN_ERR_EXISTS && a->c->yielded) {
+    if (rc == TERN_ERR_EXISTS && (a->c->yielded || a->c->replace)) {
         tern_epstore_release(x->eps, *ref);
         tern_epstore_remove(x->eps, a->key);
         rc = tern_epstore_insert(x->eps, a->key, newep, ep, ref);
@@ -308,6 +308,14 @@ int tern_endpoint_cached(tern_xport *x, const tern_path *path, void **ep, tern_e
 {
     char key[400];
     tern_epstore_key(key, sizeof key, nic_of(path->local_nic_path), path->peer_nic_path);
+    *ref = NULL;
+    if (atomic_load(&x->nrecheck) > 0) { /* marked: a worker connects afresh */
+        pthread_mutex_lock(&x->conn_lock);
+        int marked = tern_peer_check_marked(x, key);
+        pthread_mutex_unlock(&x->conn_lock);
+        if (marked)
+            return 1;
+    }
     *ref = tern_epstore_get(x->eps, key, ep);
     return *ref ? 0 : 1;
 }
@@ -317,26 +325,42 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
 {
     char key[400];
     tern_epstore_key(key, sizeof key, nic_of(path->local_nic_path), path->peer_nic_path);
-    if ((*ref = tern_epstore_get(x->eps, key, ep)) != NULL)
+    if (atomic_load(&x->nrecheck) == 0 && (*ref = tern_epstore_get(x->eps, key, ep)) != NULL)
         return 0;
     pthread_mutex_lock(&x->conn_lock);
     tern_connecting *c;
-    while (!(*ref = tern_epstore_get(x->eps, key, ep)) && (c = connecting_find(x, key))) {
+    int replace = 0;
+    for (;;) {
+        c = connecting_find(x, key);
+        if (!c) {
+            /* A passive endpoint older than our segment: connect afresh and
+             * replace it (peer_check.h).  The mark stays until an endpoint
+             * is inserted for the key, so no slice takes the old one
+             * meanwhile: the application thread's lookup misses and the
+             * workers wait for this connect (c->replace). */
+            replace = tern_peer_check_marked(x, key);
+            if (!replace && (*ref = tern_epstore_get(x->eps, key, ep)) != NULL) {
+                pthread_mutex_unlock(&x->conn_lock);
+                return 0;
+            }
+            break;
+        }
+        if (!c->replace && (*ref = tern_epstore_get(x->eps, key, ep)) != NULL) {
+            pthread_mutex_unlock(&x->conn_lock);
+            return 0;
+        }
         int rc = connecting_wait(x, c, err, errlen); /* one connect per key */
         if (rc) {
             pthread_mutex_unlock(&x->conn_lock);
             return rc;
         }
     }
-    if (*ref) {
-        pthread_mutex_unlock(&x->conn_lock);
-        return 0;
-    }
     c = calloc(1, sizeof *c);
     if (!c) {
         pthread_mutex_unlock(&x->conn_lock);
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     }
+    c->replace = replace;
     tern_strlcpy(c->key, key, sizeof c->key);
     tern_strlcpy(c->local_nic_path, path->local_nic_path, sizeof c->local_nic_path);
     c->next = x->connecting;

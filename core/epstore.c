@@ -35,6 +35,7 @@ typedef struct ep_entry {
     struct ep_entry *newer, *older;  /* queue, or the detached list */
     atomic_int refs;
     atomic_uchar visited;
+    int closed;                      /* destroy closed its endpoint already (dlock) */
     void *ep;
     uint64_t hash;
     char key[];
@@ -181,7 +182,7 @@ static ep_entry *ep_drop_store_ref(tern_epstore *s, ep_entry *e)
 
 static void ep_close(tern_epstore *s, ep_entry *e)
 {
-    if (s->close_fn)
+    if (s->close_fn && !e->closed)
         s->close_fn(s->arg, e->ep);
     atomic_fetch_add_explicit(&s->closes, 1, memory_order_relaxed);
     free(e);
@@ -230,6 +231,7 @@ int tern_epstore_insert(tern_epstore *s, const char *key, void *ep_in, void **ep
     n->hnext = n->newer = n->older = NULL;
     atomic_init(&n->refs, ref ? 2 : 1); /* the store's and the caller's */
     atomic_init(&n->visited, 0);
+    n->closed = 0;
 
     ep_entry *victim = NULL, *closing = NULL;
     pthread_rwlock_wrlock(&s->lock);
@@ -382,19 +384,53 @@ void tern_epstore_destroy(tern_epstore *s)
 {
     if (!s)
         return;
-    ep_entry *e = s->head;
-    while (e) {
-        ep_entry *next = e->older;
-        ep_close(s, e);
-        e = next;
+    /* The store lets go of every entry, as a removal does: one nobody
+     * else holds is closed now; one a slice still holds (it is in a
+     * transport) waits on the detached list. */
+    ep_entry *closing = NULL;
+    pthread_rwlock_wrlock(&s->lock);
+    while (s->head) {
+        ep_entry *e = s->head;
+        ep_unlink(s, e);
+        ep_entry *last = ep_drop_store_ref(s, e);
+        if (last) {
+            last->hnext = closing;
+            closing = last;
+        }
     }
-    e = s->detached;
-    while (e) {
-        ep_entry *next = e->older;
-        ep_close(s, e);
-        e = next;
+    pthread_rwlock_unlock(&s->lock);
+    while (closing) {
+        ep_entry *next = closing->hnext;
+        ep_close(s, closing);
+        closing = next;
     }
+    /* Close the endpoints of the held ones: the transport fails what they
+     * carry, and those completions release the last references (moving
+     * the entries to the doomed list), usually inside close_fn.  Each
+     * entry is freed only by whoever drops its last reference, and its
+     * endpoint is not closed a second time then. */
+    size_t n = 0;
+    void **eps = NULL;
+    pthread_mutex_lock(&s->dlock);
+    for (ep_entry *e = s->detached; e; e = e->older)
+        n++;
+    eps = n ? malloc(n * sizeof *eps) : NULL;
+    n = 0;
+    for (ep_entry *e = s->detached; e && eps; e = e->older) {
+        e->closed = 1;
+        eps[n++] = e->ep;
+    }
+    pthread_mutex_unlock(&s->dlock);
+    for (size_t i = 0; i < n; i++)
+        if (s->close_fn)
+            s->close_fn(s->arg, eps[i]);
+    free(eps);
     tern_epstore_reap(s);
+    pthread_mutex_lock(&s->dlock);
+    int held = s->detached != NULL;
+    pthread_mutex_unlock(&s->dlock);
+    if (held) /* a late completion still releases into it: leaked, not freed under it */
+        return;
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->dlock);
     free(s->buckets);

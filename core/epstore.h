@@ -15,7 +15,11 @@ typedef void (*tern_ep_close_fn)(void *arg, void *ep);
 
 tern_epstore *tern_epstore_create(size_t capacity, int policy /* TERN_EVICT_* */,
                                   tern_ep_close_fn close_fn, void *arg);
-/* Closes every endpoint (waits for none: call when no slice is in flight). */
+/* Closes every endpoint, each exactly once.  One still held (a slice in a
+ * transport) is freed by the release of its last reference, which the
+ * transport's close usually triggers; if one is still held after that, the
+ * store itself is left allocated (a late release must not touch freed
+ * memory). */
 void tern_epstore_destroy(tern_epstore *s);
 
 /* Key: "<local device>|<peer nic path>" built by tern_epstore_key(). */

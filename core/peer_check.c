@@ -179,6 +179,26 @@ void tern_peer_check_inserted(tern_xport *x, const char *key, int passive)
         strset_add(&x->passive_keys, key);
     else
         strset_del(&x->passive_keys, key);
+    strset_del(&x->recheck_keys, key); /* a fresh endpoint, whoever made it */
+    atomic_store(&x->nrecheck, (int)x->recheck_keys.n);
+}
+
+void tern_peer_check_opened(tern_xport *x, const char *peer)
+{
+    size_t plen = strlen(peer);
+    pthread_mutex_lock(&x->conn_lock);
+    for (size_t i = 0; i < x->passive_keys.n; i++) {
+        const char *bar = strchr(x->passive_keys.v[i], '|'); /* "<dev>|host:port@nic" */
+        if (bar && strncmp(bar + 1, peer, plen) == 0 && bar[1 + plen] == '@')
+            strset_add(&x->recheck_keys, x->passive_keys.v[i]);
+    }
+    atomic_store(&x->nrecheck, (int)x->recheck_keys.n);
+    pthread_mutex_unlock(&x->conn_lock);
+}
+
+int tern_peer_check_marked(tern_xport *x, const char *key)
+{
+    return strset_has(&x->recheck_keys, key);
 }
 
 int tern_peer_check_replaceable(tern_xport *x, const char *key)

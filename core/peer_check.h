@@ -42,6 +42,16 @@ void tern_peer_check_inserted(struct tern_xport *x, const char *key, int passive
  * Connection (or none is held), 0 when it is our own active one. */
 int tern_peer_check_replaceable(struct tern_xport *x, const char *key);
 
+/* We opened the segment of peer "host:port": an endpoint a Connection from
+ * it brought up earlier may be stale (the peer closed our segment and, with
+ * it, its side of the endpoint; an RDMA QP learns nothing of that), so each
+ * such key is marked for a fresh handshake on its next use.  Takes
+ * x->conn_lock. */
+void tern_peer_check_opened(struct tern_xport *x, const char *peer);
+/* Under x->conn_lock: 1 while key is marked, else 0.  The mark goes when
+ * an endpoint is inserted for key (tern_peer_check_inserted). */
+int tern_peer_check_marked(struct tern_xport *x, const char *key);
+
 /* Active side: remember the digest of the request JSON about to be sent
  * for the connect in flight c, so our daemon can confirm it. */
 void tern_peer_check_sent(struct tern_xport *x, struct tern_connecting *c, const char *json,

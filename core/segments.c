@@ -377,7 +377,14 @@ tern_segment_id tern_segments_open(tern_segments *t, const char *name, char *err
         return id;
     tern_segment_desc *d = NULL;
     int rc = fetch_desc(t, name, &d, err, errlen);
-    return rc ? rc : install(t, name, d, err, errlen);
+    if (rc)
+        return rc;
+    id = install(t, name, d, err, errlen);
+    /* Endpoints the peer made to us before are suspect now: it may have
+     * closed our segment, and its side of them with it. */
+    for (size_t i = 0; id >= 0 && t->opened && i < t->nxports; i++)
+        t->opened(&t->xports[i], name);
+    return id;
 }
 
 int tern_segments_close(tern_segments *t, tern_segment_id id, char *err, size_t errlen)

@@ -82,6 +82,9 @@ typedef struct tern_segments {
     const struct tern_logger *log; /* the engine's (log.h) */
     const struct tern_auth *auth; /* the shared secret for probes, or NULL */
     struct tern_stats_obj *stats; /* refetches, heals, fallbacks are counted here */
+    /* Called for each transport when a segment is newly opened (the engine
+     * sets it: tern_peer_check_opened, which segments.c may not include). */
+    void (*opened)(tern_xport *x, const char *peer);
 } tern_segments;
 
 void tern_segments_init(tern_segments *t);

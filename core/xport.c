@@ -78,6 +78,7 @@ void tern_xport_fini(tern_xport *x)
     tern_desc_free(x->blob);
     strset_free(&x->unconfirmed);
     strset_free(&x->passive_keys);
+    strset_free(&x->recheck_keys);
     pthread_mutex_destroy(&x->conn_lock);
     pthread_cond_destroy(&x->conn_cond);
 }

@@ -28,6 +28,7 @@ typedef struct tern_connecting {
     char key[400];
     char local_nic_path[320];
     int yielded;      /* a passive endpoint was inserted meanwhile */
+    int replace;      /* replaces the endpoint held for the key (peer_check.h, recheck) */
     int sent;         /* sent_digest holds the SHA-256 of our Connection frame */
     uint8_t sent_digest[32]; /* so our daemon can confirm it (peer_check.h) */
     int done, rc;     /* outcome, shared with the threads that waited */
@@ -63,6 +64,11 @@ typedef struct tern_xport {
      * by tern_xport_fini */
     tern_strset unconfirmed;
     tern_strset passive_keys;
+    /* keys of passive endpoints made before we opened their peer's
+     * segment: replaced by a fresh handshake on first use (peer_check.h);
+     * nrecheck (its size) spares the lookup its lock while it is empty */
+    tern_strset recheck_keys;
+    atomic_int nrecheck;
     /* device health: a device marked down comes back for a trial after its
      * hold time (doubling on each new failure, see tern_xport_device_*) */
     _Atomic uint64_t up_at_ms[TERN_MAX_DEVICES];

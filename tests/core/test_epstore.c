@@ -262,6 +262,39 @@ Test(epstore, close_outside_lock, .timeout = 20)
     tern_epstore_destroy(reentrant);
 }
 
+/* Destroy while slices still hold endpoints (engine teardown with work in
+ * a transport): closing an endpoint makes the transport fail what it
+ * carries, whose completions release the last references, from inside
+ * the close (release_deferred, as complete() does).  Each endpoint is
+ * closed exactly once, the reap at the end included. */
+static tern_epstore *tearing;
+static tern_ep_ref *held[3];
+static void close_flushes(void *arg, void *ep)
+{
+    (void)arg;
+    uintptr_t id = ID(ep);
+    atomic_fetch_add(&closed[id], 1);
+    if (id < 3 && held[id]) {
+        tern_epstore_release_deferred(tearing, held[id]);
+        held[id] = NULL;
+    }
+}
+
+Test(epstore, destroy_while_held, .timeout = 20)
+{
+    tearing = tern_epstore_create(4, TERN_EVICT_SIEVE, close_flushes, NULL);
+    void *ep;
+    cr_assert_eq(tern_epstore_insert(tearing, "a|p:1@d", EP(0), &ep, &held[0]), 0);
+    cr_assert_eq(tern_epstore_insert(tearing, "a|p:2@d", EP(1), &ep, &held[1]), 0);
+    cr_assert_eq(tern_epstore_insert(tearing, "a|p:3@d", EP(2), &ep, NULL), 0);
+    tern_epstore_remove(tearing, "a|p:2@d"); /* detached: only the slice holds it */
+    cr_assert_eq(was_closed(1), 0);
+    tern_epstore_destroy(tearing);
+    for (uintptr_t i = 0; i < 3; i++)
+        cr_assert_eq(was_closed(i), 1, "endpoint %lu closed %d times", (unsigned long)i,
+                     was_closed(i));
+}
+
 Test(epstore, bad_input)
 {
     cr_assert_null(tern_epstore_create(0, TERN_EVICT_SIEVE, on_close, NULL));

@@ -175,7 +175,7 @@ static rd_ep *rd_complete(rd_dev *d, const struct ibv_wc *wc)
     rd_pump(ep);
     if (ep->total == 0)
         pthread_cond_broadcast(&ep->drained);
-    int destroy = ep->state == EP_CLOSING && ep->total == 0;
+    int destroy = ep->state == EP_CLOSING && ep->total == 0 && !ep->closer;
     pthread_mutex_unlock(&ep->lock);
     return destroy ? ep : NULL;
 }

@@ -74,6 +74,7 @@ typedef struct rd_ep {
     enum ibv_qp_state qp_state[TERN_RDMA_MAX_QP];
     int outstanding[TERN_RDMA_MAX_QP];
     int total;
+    int closer;      /* rd_ep_close waits for the flush: it destroys, not the worker */
     unsigned rr;
     tern_slice *q_head, *q_tail;
     char peer_nic_path[320];

@@ -302,6 +302,25 @@ void rd_ep_close(void *vep)
     ep->state = EP_CLOSING;
     rd_fail_queue(ep, TERN_ERR_CLOSED, "rdma: endpoint closed before the slice was posted");
     rd_qps_to_err(ep);
+    /* Wait (bounded) for what is in flight to flush back through the
+     * worker: the core may free its endpoint bookkeeping as soon as this
+     * returns (engine teardown), so those completions must not come
+     * later.  Not on the device's own worker: it delivers them.  While
+     * this thread waits, it alone destroys the endpoint (ep->closer keeps
+     * the worker from doing it too); otherwise the worker does, when its
+     * last completion brings total to 0. */
+    if (ep->total > 0 && !pthread_equal(pthread_self(), ep->dev->worker)) {
+        struct timespec dl = tern_kit_deadline(RD_DRAIN_MS);
+        ep->closer = 1;
+        while (ep->total > 0)
+            if (pthread_cond_timedwait(&ep->drained, &ep->lock, &dl) == ETIMEDOUT)
+                break;
+        ep->closer = 0;
+        if (ep->total > 0)
+            RD_LOG(ep->ctx, TERN_LOG_WARN, "rdma: close of the endpoint to %s: %d requests "
+                   "did not flush in %d ms; it is freed after the last one",
+                   ep->peer_nic_path, ep->total, RD_DRAIN_MS);
+    }
     int now = ep->total == 0;
     pthread_mutex_unlock(&ep->lock);
     if (now)

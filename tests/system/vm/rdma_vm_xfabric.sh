@@ -40,8 +40,9 @@
 # the others wrote into it and exits 0.  Prints a matrix.  The guest has no
 # network card: all traffic stays inside it.
 # TERN_XFABRIC_ORDER=parallel: all initiators at once (default: one host
-# after the other).  TERN_XFABRIC_CLOSE_EACH=1: each segment is closed after
-# its pair (fails over rdma, see README.md).
+# after the other).  Engine a1 closes each segment it opened after its pair
+# (TERN_XFABRIC_CLOSE_EACH=1: every engine does; 0: none), so a2 then opens
+# a1 with a stale rdma endpoint in hand (README.md).
 # Exit 0 when everything passed, 77 (with the reason) when the guest kernel
 # or the build cannot run it, 1 otherwise.
 set -eu
@@ -51,7 +52,6 @@ CFG=$here/xfabric.yaml
 W=/tmp/xfabric
 rm -rf $W
 mkdir -p $W
-PORT=17001
 HOSTS="a1 a2 b1 b2 c"
 t0=$(cut -d' ' -f1 /proc/uptime)
 
@@ -69,6 +69,19 @@ done
 
 addr() { case $1 in a1) echo 10.1.0.1 ;; a2) echo 10.1.0.2 ;; b1) echo 10.2.0.1 ;;
                     b2) echo 10.2.0.2 ;; c) echo 10.3.0.1 ;; esac; }
+# Each host's handshake port.  a1 and a2 share the initial namespace, and a
+# daemon also listens on the host's other addresses, same port
+# (core/control/server.c, listen_on_others): on one port, whichever of them
+# starts first takes the other's address and the second cannot listen.
+port() { case $1 in a2) echo 17002 ;; *) echo 17001 ;; esac; }
+ep() { echo "$(addr "$1"):$(port "$1")"; }
+# Which engines close each segment after its pair: by default a1 only, so
+# one run covers both ways: a2 then opens a1, whose side of their rdma
+# endpoints is gone (a2 must connect afresh), while the other engines keep
+# their segments open until they are destroyed.  TERN_XFABRIC_CLOSE_EACH=1:
+# every engine closes them; 0: none.
+close_each() { case ${TERN_XFABRIC_CLOSE_EACH:-} in
+                 "") [ "$1" = a1 ] && echo 1 || echo 0 ;; 0) echo 0 ;; *) echo 1 ;; esac; }
 cloud() { case $1 in a*) echo A ;; b*) echo B ;; *) echo C ;; esac; }
 # Run a command on a host: cloud A in the initial namespace, others in theirs.
 on() { h=$1; shift
@@ -142,11 +155,12 @@ awk -v ab="$ab" -v bb="$bb" -v cb="$cb" \
 
 echo "=== 2. five engines (tern-test-xfabric-peer), one config: $CFG"
 all=
-for h in $HOSTS; do all="$all $(addr "$h"):$PORT"; done
+for h in $HOSTS; do all="$all $(ep "$h")"; done
 i=0
 for h in $HOSTS; do
   # shellcheck disable=SC2086
-  on "$h" "$PEER" "$CFG" "$(addr "$h"):$PORT" $i "$W/go-$h" $W/check $all \
+  on "$h" env TERN_XFABRIC_CLOSE_EACH="$(close_each "$h")" \
+    "$PEER" "$CFG" "$(ep "$h")" $i "$W/go-$h" $W/check $all \
     > "$W/peer-$h.out" 2> "$W/peer-$h.err" &
   echo $! > "$W/peer-$h.pid"
   i=$((i + 1))
@@ -184,7 +198,7 @@ fails=0
 infos=
 for h in $HOSTS; do
   peers=
-  for p in $HOSTS; do [ "$p" = "$h" ] || peers="$peers --peer $(addr "$p"):$PORT"; done
+  for p in $HOSTS; do [ "$p" = "$h" ] || peers="$peers --peer $(ep "$p")"; done
   # shellcheck disable=SC2086
   on "$h" "$B/bin/tern-info" --config "$CFG" --server-name "$(addr "$h"):0" $peers \
     > "$W/info-$h.out" 2> "$W/info-$h.err" &
@@ -194,7 +208,7 @@ for pid in $infos; do wait "$pid" || true; done
 for h in $HOSTS; do
   for p in $HOSTS; do
     [ "$p" = "$h" ] && continue
-    got=$(sed -n "/^peers:/,\$ s/^  $(addr "$p"):$PORT: //p" "$W/info-$h.out")
+    got=$(sed -n "/^peers:/,\$ s/^  $(ep "$p"): //p" "$W/info-$h.out")
     echo "$got" > "$W/info-$h-$p"
     want=$(expect "$h" "$p")
     if [ "$got" = "$want" ]; then
@@ -242,10 +256,10 @@ for h in $HOSTS; do
   for p in $HOSTS; do
     [ "$p" = "$h" ] && continue
     want=$(expect "$h" "$p")
-    line=$(grep "^PAIR $(addr "$p"):$PORT " "$W/peer-$h.out" || true)
+    line=$(grep "^PAIR $(ep "$p") " "$W/peer-$h.out" || true)
     echo "$h -> $p: expected $want: ${line:-no result}"
     cell=$want
-    if [ "$line" != "PAIR $(addr "$p"):$PORT $want ok" ]; then
+    if [ "$line" != "PAIR $(ep "$p") $want ok" ]; then
       fails=$((fails + 1))
       got=$(echo "$line" | cut -d' ' -f3)
       cell="${got:-none}!"

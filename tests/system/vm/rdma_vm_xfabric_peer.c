@@ -99,6 +99,13 @@ static int move(tern_engine *e, tern_segment_id seg, tern_opcode op, uint8_t *lo
 }
 
 /* WRITE into p's slot `me`, READ it back, READ p's own slot. */
+/* TERN_XFABRIC_CLOSE_EACH set, and not empty or 0. */
+static int close_each(void)
+{
+    const char *v = getenv("TERN_XFABRIC_CLOSE_EACH");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static int pair(tern_engine *e, uint8_t *buf, int me, int n, int p, const char *name)
 {
     char transport[64] = "-", why[512] = "";
@@ -136,9 +143,10 @@ static int pair(tern_engine *e, uint8_t *buf, int me, int n, int p, const char *
         snprintf(why, sizeof why, "READ of the peer's own slot: byte %ld differs", bad);
 out:
     /* The segment stays open (tern_engine_destroy closes it) unless
-     * TERN_XFABRIC_CLOSE_EACH is set: with rdma, closing it here and the
-     * peer then opening this engine fails (README.md, rdma_vm_xfabric). */
-    if (seg >= 0 && getenv("TERN_XFABRIC_CLOSE_EACH"))
+     * TERN_XFABRIC_CLOSE_EACH is set and not 0: then the peer finds the
+     * endpoints it had to this engine closed on our side when it opens
+     * this engine in turn (README.md, rdma_vm_xfabric). */
+    if (seg >= 0 && close_each())
         tern_segment_close(e, seg);
     if (*why)
         printf("PAIR %s %s FAIL %s\n", name, transport, why);
