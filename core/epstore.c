@@ -49,6 +49,8 @@ struct tern_epstore {
     ep_entry *head, *tail, *hand;    /* head = newest; the hand walks tail -> head */
     ep_entry *detached;
     ep_entry *doomed;                /* released last by release_deferred (dlock) */
+    int destroyed;                   /* destroy ran with entries held: the release
+                                        that frees the last one frees the store (dlock) */
     size_t size, capacity;
     int policy;
     tern_ep_close_fn close_fn;
@@ -265,6 +267,14 @@ int tern_epstore_insert(tern_epstore *s, const char *key, void *ep_in, void **ep
     return 0;
 }
 
+static void ep_store_free(tern_epstore *s)
+{
+    pthread_rwlock_destroy(&s->lock);
+    pthread_mutex_destroy(&s->dlock);
+    free(s->buckets);
+    free(s);
+}
+
 void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref)
 {
     ep_entry *e = (ep_entry *)ref;
@@ -280,8 +290,11 @@ void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref)
         s->detached = e->older;
     if (e->older)
         e->older->newer = e->newer;
+    int last = s->destroyed && !s->detached && !s->doomed;
     pthread_mutex_unlock(&s->dlock);
     ep_close(s, e);
+    if (last) /* destroy left the store to the last holder */
+        ep_store_free(s);
 }
 
 void tern_epstore_hold(tern_ep_ref *ref)
@@ -428,13 +441,11 @@ void tern_epstore_destroy(tern_epstore *s)
     tern_epstore_reap(s);
     pthread_mutex_lock(&s->dlock);
     int held = s->detached != NULL;
+    s->destroyed = held;
     pthread_mutex_unlock(&s->dlock);
-    if (held) /* a late completion still releases into it: leaked, not freed under it */
+    if (held) /* a late completion still releases into it: that release frees it */
         return;
-    pthread_rwlock_destroy(&s->lock);
-    pthread_mutex_destroy(&s->dlock);
-    free(s->buckets);
-    free(s);
+    ep_store_free(s);
 }
 
 void tern_epstore_stats_get(tern_epstore *s, tern_epstore_stats *out)
