@@ -16,6 +16,7 @@
 #include "util.h"
 
 #define AS_JSON(d) ((json_object *)(d))
+#define TERN_DESC_MAX_PUBLISH 32 /* keys dropped per pass (drop_publish_keys) */
 
 /* ---- encoding helpers ---- */
 
@@ -40,17 +41,38 @@ static json_object *devices_json(const tern_device_desc *d, size_t n)
     return a;
 }
 
+static const char publish_prefix[] = "publish.";
+
+static int is_publish_key(const char *key)
+{
+    return strncmp(key, publish_prefix, sizeof publish_prefix - 1) == 0;
+}
+
 /* Top-level keys that are the descriptor's own structure: a transport
  * cannot publish over them. */
 static int core_owned_key(const char *key)
 {
-    static const char *const own[] = {"name",     "protocol",        "devices",
-                                      "buffers",  "priority_matrix", "timestamp",
-                                      "transports"};
+    static const char *const own[] = {"name",       "protocol",        "devices",
+                                      "buffers",    "priority_matrix", "timestamp",
+                                      "transports", "handshake_addrs"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (strcmp(key, own[i]) == 0)
             return 1;
     return 0;
+}
+
+/* Whether a published value may take the place of the top-level key:
+ * tcp_data_port is also read by the core's decoder (a port number), so a
+ * transport publishing something else there would make the descriptor
+ * unreadable to every peer. */
+static int publishable(const char *key, json_object *val)
+{
+    if (core_owned_key(key))
+        return 0;
+    if (strcmp(key, "tcp_data_port") == 0)
+        return json_object_is_type(val, json_type_int) && json_object_get_int64(val) >= 0 &&
+               json_object_get_int64(val) <= UINT16_MAX;
+    return 1;
 }
 
 /* A transport's address blob as encoded, without its "publish.<key>"
@@ -59,20 +81,19 @@ static int core_owned_key(const char *key)
  * preference order winning; `lifted` remembers which keys were taken. */
 static json_object *addr_json(json_object *root, const tern_desc *blob, json_object *lifted)
 {
-    static const char prefix[] = "publish.";
     json_object *out = json_object_new_object();
     if (!blob)
         return out;
     json_object_object_foreach(AS_JSON(blob), key, val)
     {
-        if (strncmp(key, prefix, sizeof prefix - 1) != 0) {
+        if (!is_publish_key(key)) {
             json_object *copy = NULL;
             if (json_object_deep_copy(val, &copy, NULL) == 0)
                 json_object_object_add(out, key, copy);
             continue;
         }
-        const char *top = key + sizeof prefix - 1;
-        if (!*top || core_owned_key(top) || json_object_object_get_ex(lifted, top, NULL))
+        const char *top = key + sizeof publish_prefix - 1;
+        if (!*top || !publishable(top, val) || json_object_object_get_ex(lifted, top, NULL))
             continue;
         json_object *copy = NULL;
         if (json_object_deep_copy(val, &copy, NULL) == 0) {
@@ -345,6 +366,27 @@ static int decode_buffers(json_object *root, tern_segment_desc *d, char *err, si
     return 0;
 }
 
+/* An encoder lifts every "publish.<key>" out of a blob, so one left in a
+ * received blob was not written by a tern encoder: dropped, so that the
+ * descriptor encodes again to what was read (nothing a peer sends can
+ * reach the top level of a descriptor this side writes). */
+static void drop_publish_keys(json_object *blob)
+{
+    const char *drop[TERN_DESC_MAX_PUBLISH];
+    size_t n;
+    do {
+        n = 0;
+        json_object_object_foreach(blob, key, val)
+        {
+            (void)val;
+            if (is_publish_key(key) && n < TERN_DESC_MAX_PUBLISH)
+                drop[n++] = key;
+        }
+        for (size_t i = 0; i < n; i++)
+            json_object_object_del(blob, drop[i]);
+    } while (n == TERN_DESC_MAX_PUBLISH);
+}
+
 static int decode_transport(json_object *o, const char *path, tern_seg_transport *t,
                             char *err, size_t errlen)
 {
@@ -362,6 +404,7 @@ static int decode_transport(json_object *o, const char *path, tern_seg_transport
         json_object *copy = NULL;
         if (json_object_deep_copy(addr, &copy, NULL) != 0)
             return tern_errf(err, errlen, TERN_ERR_NOMEM, "%s.addr: out of memory", path);
+        drop_publish_keys(copy);
         t->addr = (tern_desc *)copy;
     }
     return rc;

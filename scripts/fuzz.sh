@@ -56,6 +56,13 @@ for t in $TARGETS; do
            "$(awk -v e="${execs:-0}" -v s="$secs" 'BEGIN{if(s>0)printf "%.0f", e/s; else print "?"}')" \
            "${cov:-?}" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc, see $log")")
     echo "$line"
+    if [ $rc -ne 0 ]; then # what a CI log must show: the report and the reproducer
+        grep -m1 -A12 -E '^==[0-9]+==ERROR|runtime error|^SUMMARY' "$log" | sed 's/^/    /' || true
+        ls "$art" | grep -E '^(crash|leak|timeout|oom)-' | sed "s|^|    reproducer: $art/|" || true
+        for r in "$art"/crash-* "$art"/leak-*; do
+            [ -f "$r" ] && { printf '    input (base64): '; head -c 2048 "$r" | base64 -w0; echo; }
+        done
+    fi
     summary+=("$line")
     [ $rc -eq 0 ] || fail=1
 done

@@ -178,6 +178,58 @@ Test(mooncake_desc, tern_publishes_what_mooncake_reads)
     free(json);
 }
 
+/* A published value the core's decoder would refuse (a port out of range,
+ * a handshake_addrs) stays out: the descriptor must stay readable. */
+Test(mooncake_desc, unreadable_publish_is_left_out)
+{
+    tern_segment_desc d, *back = NULL;
+    tern_seg_transport t;
+    char err[256];
+    memset(&d, 0, sizeof d);
+    memset(&t, 0, sizeof t);
+    strcpy(d.name, "127.0.0.1:12001");
+    strcpy(t.name, "tcp");
+    t.addr = tern_desc_new();
+    tern_desc_set_u64(t.addr, "publish.tcp_data_port", 70000);
+    tern_desc_set_str(t.addr, "publish.handshake_addrs", "h:1");
+    d.transports = &t;
+    d.ntransports = 1;
+    d.tcp_data_port = 7;
+    char *json = tern_segment_desc_encode(&d);
+    cr_assert_not_null(strstr(json, "\"tcp_data_port\":7"), "%s", json);
+    cr_assert_null(strstr(json, "handshake_addrs"), "%s", json);
+    cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &back, err, sizeof err), 0, "%s",
+                 err);
+    tern_segment_desc_free(back);
+    free(json);
+    tern_desc_free(t.addr);
+}
+
+/* "publish.<key>" in a received blob (no tern encoder leaves one) is
+ * dropped when decoded: it cannot reach the top level of a descriptor
+ * this side encodes again, and decode -> encode -> decode is stable. */
+Test(mooncake_desc, received_publish_keys_are_dropped)
+{
+    static const char in[] = "{\"name\":\"h:1\",\"protocol\":\"tcp\",\"buffers\":[],"
+                             "\"tcp_data_port\":7,\"transports\":[{\"name\":\"tcp\",\"addr\":"
+                             "{\"port\":9,\"publish.tcp_data_port\":5,\"publish.x\":1}}]}";
+    tern_segment_desc *d = NULL, *d2 = NULL;
+    char err[256];
+    cr_assert_eq(tern_segment_desc_decode(in, strlen(in), &d, err, sizeof err), 0, "%s", err);
+    uint64_t v;
+    cr_assert_neq(tern_desc_get_u64(d->transports[0].addr, "publish.tcp_data_port", &v), 0);
+    cr_assert_eq(tern_desc_get_u64(d->transports[0].addr, "port", &v), 0);
+    cr_assert_eq(v, 9);
+    char *json = tern_segment_desc_encode(d);
+    cr_assert_null(strstr(json, "\"x\""), "%s", json);
+    cr_assert_eq(tern_segment_desc_decode(json, strlen(json), &d2, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_eq(d2->tcp_data_port, 7, "%s", json);
+    tern_segment_desc_free(d2);
+    tern_segment_desc_free(d);
+    free(json);
+}
+
 Test(mooncake_handshake, connection_transport_inferred)
 {
     const char *mc = "{\"local_gid\":\"fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44:55\","
