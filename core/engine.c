@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "addrbook.h"
+#include "alloc.h"
 #include "control/auth.h"
 #include "datapath/complete.h"
 #include "datapath/dispatch.h"
@@ -47,7 +48,10 @@ static tern_engine *engine_alloc(void)
         return NULL;
     }
     e->cuda = tern_cuda_create();
-    if (!e->cuda) {
+    e->allocs = tern_allocs_create();
+    if (!e->cuda || !e->allocs) {
+        tern_cuda_destroy(e->cuda);
+        tern_allocs_destroy(e->allocs);
         tern_engine_error_fini(e);
         free(e);
         return NULL;
@@ -62,6 +66,7 @@ static tern_engine *engine_alloc(void)
         tern_logger_fini(&e->log);
         tern_gate_fini(&e->gate);
         tern_cuda_destroy(e->cuda);
+        tern_allocs_destroy(e->allocs);
         tern_engine_error_fini(e);
         free(e);
         return NULL;
@@ -304,6 +309,7 @@ TERN_EXPORT void tern_engine_destroy(tern_engine *e)
     tern_dp_free(e);
     engine_unpublish(e); /* a clean shutdown removes our key */
     tern_memory_fini(&e->mem); /* deregisters from every transport */
+    tern_allocs_destroy(e->allocs); /* what the application did not free */
     if (e->md)
         tern_metadata_close(e->md);
     tern_segments_fini(&e->segs);

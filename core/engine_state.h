@@ -45,6 +45,7 @@ struct tern_engine {
     struct tern_auth *auth;       /* auth_secret_file's secret, or NULL */
     struct tern_addrbook *book;   /* peers' other handshake addresses (addrbook.c) */
     tern_cuda *cuda;              /* the CUDA driver, loaded on first use */
+    struct tern_allocs *allocs;   /* tern_alloc_memory's shared memory (alloc.c) */
 
     tern_memory mem;              /* registrations and our descriptor */
     tern_segments segs;           /* peers */

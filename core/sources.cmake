@@ -4,6 +4,7 @@
 # (the same sources with coverage instrumentation).
 set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/addrbook.c
+  ${CMAKE_CURRENT_LIST_DIR}/alloc.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/buffers.c
   ${CMAKE_CURRENT_LIST_DIR}/desc.c

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #define IT_FILL_MUL 2246822519u
@@ -345,4 +346,134 @@ Test(shm_integration, restarted_peer_reached_after_reopen)
     tern_segment_close(e, seg);
     tern_engine_destroy(e);
     peer_stop(&q);
+}
+
+/* ---- memory a peer maps (transports/shm/shm_map.c) ------------------------ */
+
+/* Counts the shm transport's "mapped: copies are memcpy" debug lines. */
+static atomic_int mapped_lines;
+
+static int count_mapped(void *user, int level, const char *engine, const char *msg)
+{
+    (void)user;
+    (void)level;
+    (void)engine;
+    if (strstr(msg, "mapped: copies are memcpy"))
+        atomic_fetch_add(&mapped_lines, 1);
+    return 0;
+}
+
+static tern_engine *mapped_engine_new(const char *extra)
+{
+    char yaml[512], err[1024] = "";
+    snprintf(yaml, sizeof yaml,
+             "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n  - name: shm\n%s"
+             "slice_size: 64K\nretries: 0\nlog_level: debug\n", extra);
+    tern_engine_options o = {.size = sizeof o, .config_yaml = yaml,
+                             .origin = "test_shm_integration", .log_hook = count_mapped};
+    atomic_store(&mapped_lines, 0);
+    tern_engine *e = tern_engine_create_with(&o, err, sizeof err);
+    cr_assert(e, "engine: %s", err);
+    return e;
+}
+
+static void peer_start_mem(it_peer *p, const char *mem)
+{
+    setenv("TERN_TEST_SHM_MEM", mem, 1);
+    shm_peer_start(p, "shm", NULL);
+    unsetenv("TERN_TEST_SHM_MEM");
+}
+
+/* A peer's registrations inside one shared-memory file sealed against
+ * shrinking are mapped here and copied with memcpy: byte-exact both ways at
+ * every size, the guards around them untouched. */
+Test(shm_integration, shared_file_memory_mapped_byte_exact)
+{
+    it_peer p;
+    peer_start_mem(&p, "memfd");
+    tern_engine *e = mapped_engine_new("");
+    tern_segment_id seg = open_expect(e, &p, "shm");
+    size_t cap = (64u << 20) + 8192;
+    uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
+    const uint64_t sizes[] = {1, 7, 4096, 65537, (4u << 20) + 1, (64u << 20) + 3};
+    it_write_read_sizes(e, seg, &p, src, dst, sizes, sizeof sizes / sizeof *sizes, 5,
+                        IT_PATTERN, "memfd");
+    peer_check_canaries(&p);
+    cr_assert_gt(atomic_load(&mapped_lines), 0, "the peer's shared file was not mapped");
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
+
+/* tern_alloc_memory on both sides: byte-exact through the mapping; the
+ * calls' errors name what is wrong. */
+Test(shm_integration, tern_allocated_memory_both_sides)
+{
+    it_peer p;
+    peer_start_mem(&p, "alloc");
+    tern_engine *e = mapped_engine_new("");
+    tern_segment_id seg = open_expect(e, &p, "shm");
+    size_t cap = (64u << 20) + 8192;
+    uint8_t *src = NULL, *dst = NULL;
+    cr_assert_eq(tern_alloc_memory(e, cap, NULL, "src", (void **)&src), 0, "%s",
+                 tern_engine_last_error(e));
+    cr_assert_eq(tern_alloc_memory(e, cap, NULL, NULL, (void **)&dst), 0, "%s",
+                 tern_engine_last_error(e));
+    cr_assert_eq(src[0] | src[cap - 1], 0, "allocated memory is zeroed");
+    const uint64_t sizes[] = {1, 4096, 65537, (16u << 20) + 3, (64u << 20) + 3};
+    it_write_read_sizes(e, seg, &p, src, dst, sizes, sizeof sizes / sizeof *sizes, 9,
+                        IT_PATTERN, "alloc");
+    cr_assert_gt(atomic_load(&mapped_lines), 0, "the peer's allocation was not mapped");
+    int x;
+    void *out = NULL;
+    cr_assert_eq(tern_free_memory(e, &x), TERN_ERR_NOT_FOUND);
+    cr_assert(strstr(tern_engine_last_error(e), "not returned by tern_alloc_memory"), "%s",
+              tern_engine_last_error(e));
+    cr_assert_eq(tern_alloc_memory(e, 0, NULL, NULL, &out), TERN_ERR_INVAL);
+    cr_assert_eq(tern_alloc_memory(e, 4096, NULL, "src", &out), TERN_ERR_EXISTS,
+                 "a name already registered: %s", tern_engine_last_error(e));
+    cr_assert_eq(tern_free_memory(e, src), 0, "%s", tern_engine_last_error(e));
+    cr_assert_eq(tern_free_memory(e, src), TERN_ERR_NOT_FOUND, "freed twice");
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e); /* frees dst */
+    peer_stop(&p);
+}
+
+/* The deregistration wait holds on the mapped path too: no byte of a
+ * memcpy under way lands after the peer's tern_unregister_memory returned
+ * (as no_byte_lands_after_the_peer_unregistered, 50 cycles). */
+Test(shm_integration, no_byte_lands_after_unregister_mapped)
+{
+    enum { CYCLES = 50, N = 4, LEN = 16 << 20 };
+    it_peer p;
+    peer_start_mem(&p, "memfd");
+    tern_engine *e = mapped_engine_new("    chunk_size: 16M\n    slice_size: 16M\n");
+    uint8_t *buf = local_buf(e, LEN);
+    memset(buf, 0x5A, LEN);
+    char line[128];
+    int landed = 0;
+    for (int c = 0; c < CYCLES; c++) {
+        peer_ask(&p, "REREG_A", line, sizeof line);
+        cr_assert_str_eq(line, "REREG ok\n");
+        tern_segment_id seg = open_expect(e, &p, "shm");
+        tern_batch *b = tern_batch_alloc(e, N);
+        cr_assert_not_null(b, "%s", tern_engine_last_error(e));
+        tern_request *r = same_writes(seg, buf, p.a, LEN, N);
+        cr_assert_eq(tern_batch_submit(b, r, N), N);
+        peer_ask(&p, "UNREG_A_LIVE", line, sizeof line);
+        cr_assert_str_eq(line, "UNREG ok\n", "cycle %d", c);
+        uint64_t waited;
+        (void)wait_after_kill(b, N, 30000, &waited);
+        peer_ask(&p, "CHECK_A", line, sizeof line);
+        if (strcmp(line, "A ok\n") != 0)
+            landed++;
+        cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
+        free(r);
+        tern_segment_close(e, seg);
+    }
+    cr_assert_gt(atomic_load(&mapped_lines), 0, "the peer's shared file was not mapped");
+    cr_assert_eq(landed, 0, "bytes landed in A after its unregister returned, in %d of %d cycles",
+                 landed, CYCLES);
+    tern_engine_destroy(e);
+    peer_stop(&p);
 }

@@ -145,7 +145,9 @@ static int shm_mr_register(void *vctx, void *addr, size_t len, tern_mr_keys *key
         return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
                     "shm: cannot register %p length %zu: empty or wraps around", addr, len);
     uint64_t key = 0;
-    if (shm_local_add(&ctx->local, (uintptr_t)addr, len, &key) != 0)
+    shm_entry e = {.addr = (uintptr_t)addr, .len = len};
+    shm_backing_find(&e); /* a shared file (tern_alloc_memory): peers may map it */
+    if (shm_local_add(&ctx->local, &e, &key) != 0)
         return tern_kit_errf(err, errlen, TERN_ERR_NOMEM,
                     "shm: %llu registrations already: raise transports.shm.max_registrations",
                     (unsigned long long)ctx->local.t->head.cap);
@@ -194,6 +196,7 @@ static shm_ep *ep_new(shm_ctx *ctx, int passive)
     pthread_mutex_init(&ep->lock, NULL);
     pthread_cond_init(&ep->idle, NULL);
     shm_remote_init(&ep->remote, 0, 0, 0);
+    shm_maps_init(&ep->maps);
     return ep;
 }
 
@@ -202,6 +205,8 @@ static void ep_set_peer(shm_ep *ep, const shm_ident *peer)
     ep->peer = *peer;
     shm_remote_fini(&ep->remote);
     shm_remote_init(&ep->remote, (pid_t)peer->pid, peer->table, peer->instance);
+    shm_maps_fini(&ep->maps); /* another process: its files are others */
+    shm_maps_init(&ep->maps);
 }
 
 static int shm_ep_open(void *vctx, const tern_ep_params *params, void **out, char *err,
@@ -440,8 +445,11 @@ static int shm_query(void *vctx, const char *what, char *out, size_t outlen)
     pthread_rwlock_rdlock(&ctx->local.lock);
     unsigned long long n = ctx->local.t->head.n;
     pthread_rwlock_unlock(&ctx->local.lock);
-    snprintf(out, outlen, "pid=%llu workers=%d chunk=%llu registrations=%llu",
-             (unsigned long long)ctx->self.pid, ctx->workers, (unsigned long long)ctx->chunk, n);
+    snprintf(out, outlen,
+             "pid=%llu workers=%d chunk=%llu registrations=%llu mapped_bytes=%llu cma_bytes=%llu",
+             (unsigned long long)ctx->self.pid, ctx->workers, (unsigned long long)ctx->chunk, n,
+             (unsigned long long)atomic_load(&ctx->mapped_bytes),
+             (unsigned long long)atomic_load(&ctx->cma_bytes));
     return 0;
 }
 

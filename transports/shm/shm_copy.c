@@ -15,6 +15,7 @@ void shm_ep_unref(shm_ep *ep)
     if (atomic_fetch_sub(&ep->refs, 1) != 1)
         return;
     shm_remote_fini(&ep->remote);
+    shm_maps_fini(&ep->maps);
     pthread_mutex_destroy(&ep->lock);
     pthread_cond_destroy(&ep->idle);
     ep->ctx->host->free(ep);
@@ -63,10 +64,25 @@ static int copy_chunk(shm_ep *ep, int slot, tern_slice *s, uint64_t off, uint64_
         return tern_kit_errf(msg, msglen, TERN_ERR_RANGE, "shm: local %p+%llu not registered with lkey "
                     "%llu", (void *)local, (unsigned long long)len, (unsigned long long)s->lkey);
     /* The peer's CURRENT table, read now: a range it unregistered is refused. */
-    int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, &seq, msg, msglen);
+    shm_entry hit;
+    int rc = shm_remote_check(&ep->remote, s->rkey, remote, len, &seq, &hit, msg, msglen);
     if (rc)
         return rc;
     shm_copy_checked(l, slot, seq);
+    /* The peer's registration mapped here (shm_map.c): a plain memcpy. */
+    uint8_t *base = NULL;
+    int m = shm_maps_get(&ep->maps, ep->ctx->host, &ep->remote, (pid_t)ep->peer.pid, &hit, &base);
+    if (m >= 0) {
+        uint8_t *peer = base + (remote - hit.addr);
+        if (s->opcode == TERN_OP_WRITE)
+            memcpy(peer, local, len);
+        else
+            memcpy(local, peer, len);
+        shm_maps_put(&ep->maps, m);
+        atomic_fetch_add(&ep->ctx->mapped_bytes, len);
+        return 0;
+    }
+    atomic_fetch_add(&ep->ctx->cma_bytes, len);
     return move(ep, s->opcode, local, remote, len, msg, msglen);
 }
 

@@ -21,7 +21,7 @@
 
 #define SHM_VERSION "1.0.0"
 
-#define SHM_TABLE_MAGIC 0x32544D48534E5254ULL /* "TRNSHMT2" */
+#define SHM_TABLE_MAGIC 0x33544D48534E5254ULL /* "TRNSHMT3" */
 #define SHM_PROOF_MAGIC 0x31504D48534E5254ULL /* "TRNSHMP1" */
 #define SHM_PROOF_SLOTS 64
 #define SHM_COPY_SLOTS 64 /* >= the most workers a context runs */
@@ -29,8 +29,13 @@
 
 /* ---- the published table (see docs/protocol.md, Same-host transport) ---- */
 
+/* A registration.  fd >= 0: the range is a shared mapping of that open
+ * file of the owner, at file offset foff, whose inode is ino (shm_map.c):
+ * a peer may map it instead of using cross-memory attach.  fd -1: not. */
 typedef struct shm_entry {
     uint64_t addr, len, key;
+    int64_t fd;
+    uint64_t foff, ino;
 } shm_entry;
 
 /* One handshake's proof: "I, the owner of this table, was asked by
@@ -112,7 +117,8 @@ typedef struct shm_local {
 
 int shm_local_init(shm_local *l, uint64_t cap, char *err, size_t errlen);
 void shm_local_fini(shm_local *l);
-int shm_local_add(shm_local *l, uint64_t addr, uint64_t len, uint64_t *key);
+/* e: the entry without its key (addr, len and the backing file, if any). */
+int shm_local_add(shm_local *l, const shm_entry *e, uint64_t *key);
 /* Removes the entry with key; *seq gets the table's seq after the change
  * (what a copy checked later sees). */
 int shm_local_remove(shm_local *l, uint64_t key, uint64_t *seq);
@@ -149,12 +155,48 @@ void shm_remote_fini(shm_remote *r);
  * peer's seq the check was made at.  0, or
  * TERN_ERR_RANGE / TERN_ERR_CLOSED / TERN_ERR_UNREACHABLE with msg. */
 int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, uint64_t *seq,
-                     char *msg, size_t msglen);
+                     shm_entry *hit, char *msg, size_t msglen);
+/* Whether the cached table still holds a registration with key. */
+int shm_remote_has_key(shm_remote *r, uint64_t key);
 /* Reads proof slot `slot` of the peer's table. */
 int shm_remote_proof(const shm_remote *r, unsigned slot, shm_proof *out, char *err,
                      size_t errlen);
 /* process_vm_readv of len bytes at the peer's addr into buf: 0 or -errno. */
 int shm_peek(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/* ---- shared mappings of a peer's memory (shm_map.c) ------------------------- */
+
+/* Where [addr, addr+len) of this process is a shared mapping of a file we
+ * hold open (tern_alloc_memory's memory): fills fd, foff and ino of e
+ * (fd -1 when it is not). */
+void shm_backing_find(shm_entry *e);
+
+#define SHM_MAP_SLOTS 16
+
+typedef struct shm_map {
+    shm_entry e;        /* the registration mapped (key, addr, len, ino, foff) */
+    uint8_t *base;      /* e.addr in our mapping; NULL: cannot be mapped */
+    void *m;
+    size_t mlen;
+    int users;
+} shm_map;
+
+/* An endpoint's mappings of its peer's registrations, at most
+ * SHM_MAP_SLOTS; a slot in use is never unmapped. */
+typedef struct shm_maps {
+    pthread_mutex_t lock;
+    shm_map slot[SHM_MAP_SLOTS];
+    unsigned next;
+} shm_maps;
+
+void shm_maps_init(shm_maps *m);
+void shm_maps_fini(shm_maps *m);
+/* The slot mapping registration e of process pid, *base where e->addr is
+ * mapped here; or -1: copy with cross-memory attach.  Release with
+ * shm_maps_put. */
+int shm_maps_get(shm_maps *m, const tern_host_services *h, shm_remote *r, pid_t pid,
+                 const shm_entry *e, uint8_t **base);
+void shm_maps_put(shm_maps *m, int slot);
 
 /* ---- context and endpoints ---------------------------------------------------- */
 
@@ -188,6 +230,7 @@ typedef struct shm_ctx {
     shm_copiers copiers;
     int workers;
     uint64_t chunk;
+    atomic_uint_fast64_t mapped_bytes, cma_bytes; /* copied each way (query) */
     pthread_mutex_t log_lock; /* one log line per distinct unreachable cause */
     char last_unreachable[256];
 } shm_ctx;
@@ -198,6 +241,7 @@ typedef struct shm_ep {
     int have_blob;       /* active: identity from the peer's segment blob */
     shm_ident peer;
     shm_remote remote;
+    shm_maps maps;       /* the peer's shared registrations we mapped */
     uint64_t nonce[2];
     unsigned slot;       /* our proof slot for this handshake */
     char initiator[256], target[256]; /* segment names the proofs bind (shm_bind) */

@@ -77,7 +77,7 @@ static void seq_end(shm_table *t)
                           memory_order_release);
 }
 
-int shm_local_add(shm_local *l, uint64_t addr, uint64_t len, uint64_t *key)
+int shm_local_add(shm_local *l, const shm_entry *e, uint64_t *key)
 {
     pthread_rwlock_wrlock(&l->lock);
     shm_table *t = l->t;
@@ -87,7 +87,8 @@ int shm_local_add(shm_local *l, uint64_t addr, uint64_t len, uint64_t *key)
     }
     seq_begin(t);
     *key = l->next_key++;
-    t->entries[t->head.n] = (shm_entry){addr, len, *key};
+    t->entries[t->head.n] = *e;
+    t->entries[t->head.n].key = *key;
     t->head.n++;
     seq_end(t);
     pthread_rwlock_unlock(&l->lock);
@@ -113,14 +114,21 @@ int shm_local_remove(shm_local *l, uint64_t key, uint64_t *seq)
     return rc;
 }
 
-static int covers(const shm_entry *e, uint64_t n, uint64_t key, uint64_t addr, uint64_t len)
+/* The entry with key holding [addr, addr+len), or NULL. */
+static const shm_entry *find(const shm_entry *e, uint64_t n, uint64_t key, uint64_t addr,
+                             uint64_t len)
 {
     if (addr + len < addr)
-        return 0;
+        return NULL;
     for (uint64_t i = 0; i < n; i++)
         if (e[i].key == key && addr >= e[i].addr && addr + len <= e[i].addr + e[i].len)
-            return 1;
-    return 0;
+            return &e[i];
+    return NULL;
+}
+
+static int covers(const shm_entry *e, uint64_t n, uint64_t key, uint64_t addr, uint64_t len)
+{
+    return find(e, n, key, addr, len) != NULL;
 }
 
 static void store64(uint64_t *at, uint64_t v)
@@ -284,8 +292,28 @@ static int refresh(shm_remote *r, shm_head *h, char *msg, size_t msglen)
                 "shm: peer process %ld kept changing its registrations", (long)r->pid);
 }
 
+/* Caller holds the lock: whether [addr, addr+len) is in the entry with
+ * key, which is copied to hit. */
+static int lookup(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, shm_entry *hit)
+{
+    const shm_entry *e = find(r->e, r->n, key, addr, len);
+    if (e)
+        *hit = *e;
+    return e != NULL;
+}
+
+int shm_remote_has_key(shm_remote *r, uint64_t key)
+{
+    int found = 0;
+    pthread_rwlock_rdlock(&r->lock);
+    for (uint64_t i = 0; i < r->n && !found; i++)
+        found = r->e[i].key == key;
+    pthread_rwlock_unlock(&r->lock);
+    return found;
+}
+
 int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, uint64_t *seq,
-                     char *msg, size_t msglen)
+                     shm_entry *hit, char *msg, size_t msglen)
 {
     shm_head h;
     int rc = read_head(r, &h, msg, msglen);
@@ -293,12 +321,12 @@ int shm_remote_check(shm_remote *r, uint64_t key, uint64_t addr, uint64_t len, u
         return rc;
     pthread_rwlock_rdlock(&r->lock);
     int fresh = r->seq == h.seq;
-    int ok = fresh && covers(r->e, r->n, key, addr, len);
+    int ok = fresh && lookup(r, key, addr, len, hit);
     pthread_rwlock_unlock(&r->lock);
     if (!fresh) {
         pthread_rwlock_wrlock(&r->lock);
         rc = r->seq == h.seq ? 0 : refresh(r, &h, msg, msglen);
-        ok = rc == 0 && covers(r->e, r->n, key, addr, len);
+        ok = rc == 0 && lookup(r, key, addr, len, hit);
         pthread_rwlock_unlock(&r->lock);
         if (rc)
             return rc;

@@ -21,8 +21,14 @@
  *   CHECK_A -> "A ok" while A holds only 0x3C, else "A bad <offset>"
  *   CHECK_B -> "B ok" while B still holds only 0x3C, else "B bad <offset>"
  *   PID     -> "PID <getpid()>"
- *   EXIT    -> unregisters, destroys the engine, exits 0 (EOF does the same). */
+ *   EXIT    -> unregisters, destroys the engine, exits 0 (EOF does the same).
+ * $TERN_TEST_SHM_MEM picks the memory: unset, private anonymous memory;
+ * "memfd", the same layout in one shared-memory file sealed against
+ * shrinking (a peer maps it, docs/transports.md); "alloc", A and B from
+ * tern_alloc_memory (no guards: CHECK answers "CANARY none"). */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "peer_common.h"
@@ -86,8 +92,10 @@ static void serve(tern_engine *e, uint8_t *map, size_t total, uint8_t *a, int *a
             else
                 printf("B bad %ld\n", bad);
         } else if (!strncmp(line, "CHECK", 5)) {
-            long bad = peer_check_guards(map, total);
-            if (bad < 0)
+            long bad = map ? peer_check_guards(map, total) : -1;
+            if (!map)
+                printf("CANARY none\n");
+            else if (bad < 0)
                 printf("CANARY ok\n");
             else
                 printf("CANARY bad %ld\n", bad);
@@ -109,6 +117,28 @@ static void serve(tern_engine *e, uint8_t *map, size_t total, uint8_t *a, int *a
     }
 }
 
+/* GUARD | A | B | GUARD, filled with canaries: private memory, or one
+ * shared-memory file sealed against shrinking (memfd). */
+static uint8_t *peer_map(size_t total, int fixed, int memfd)
+{
+    void *at = fixed ? (void *)(uintptr_t)0x6e0000000000ull : NULL;
+    int fd = -1;
+    if (memfd) { /* kept open for the process's life: the transport publishes it */
+        fd = memfd_create("shm-peer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0 || ftruncate(fd, (off_t)total) != 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
+            return NULL;
+    }
+    uint8_t *map = mmap(at, total, PROT_READ | PROT_WRITE,
+                        (memfd ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS) |
+                            (fixed ? MAP_FIXED_NOREPLACE : 0),
+                        fd, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    memset(map, 0xA5, total);
+    return map;
+}
+
 int main(int argc, char **argv)
 {
     const char *xp = argc > 1 ? argv[1] : "shm,tcp";
@@ -128,18 +158,27 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t total = 2 * GUARD + SHM_LEN_A + LEN_B;
-    int fixed = argc > 3 && !strcmp(argv[3], "fixed");
-    void *at = fixed ? (void *)(uintptr_t)0x6e0000000000ull : NULL;
-    uint8_t *map = mmap(at, total, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | (fixed ? MAP_FIXED_NOREPLACE : 0), -1, 0);
-    if (map == MAP_FAILED)
-        return 1;
-    memset(map, 0xA5, total);
-    uint8_t *a = map + GUARD, *b = a + SHM_LEN_A;
-    memset(a, 0, SHM_LEN_A + LEN_B);
-    if (tern_register_memory(e, a, SHM_LEN_A, NULL) || tern_register_memory(e, b, LEN_B, NULL)) {
-        fprintf(stderr, "shm_peer: register: %s\n", tern_engine_last_error(e));
-        return 1;
+    const char *mem = getenv("TERN_TEST_SHM_MEM");
+    int alloc = mem && !strcmp(mem, "alloc");
+    uint8_t *map = NULL, *a, *b;
+    if (alloc) {
+        if (tern_alloc_memory(e, SHM_LEN_A, NULL, NULL, (void **)&a) ||
+            tern_alloc_memory(e, LEN_B, NULL, NULL, (void **)&b)) {
+            fprintf(stderr, "shm_peer: alloc: %s\n", tern_engine_last_error(e));
+            return 1;
+        }
+    } else {
+        map = peer_map(total, argc > 3 && !strcmp(argv[3], "fixed"), mem && !strcmp(mem, "memfd"));
+        if (!map)
+            return 1;
+        a = map + GUARD;
+        b = a + SHM_LEN_A;
+        memset(a, 0, SHM_LEN_A + LEN_B);
+        if (tern_register_memory(e, a, SHM_LEN_A, NULL) ||
+            tern_register_memory(e, b, LEN_B, NULL)) {
+            fprintf(stderr, "shm_peer: register: %s\n", tern_engine_last_error(e));
+            return 1;
+        }
     }
     int a_registered = 1, b_registered = 1;
     printf("READY %s %" PRIuPTR " %u %" PRIuPTR " %u\n", tern_engine_server_name(e),
@@ -150,7 +189,8 @@ int main(int argc, char **argv)
         tern_unregister_memory(e, a);
     if (b_registered)
         tern_unregister_memory(e, b);
-    tern_engine_destroy(e);
-    munmap(map, total);
+    tern_engine_destroy(e); /* frees tern_alloc_memory's */
+    if (map)
+        munmap(map, total);
     return 0;
 }
