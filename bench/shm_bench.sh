@@ -8,6 +8,9 @@
 #               (transports.shm.workers; default: online CPUs, at most 8)
 #   shm:        tern-bench target (shm, tcp) + initiator listing only shm
 #   tcp:        the same target + an initiator listing only tcp
+#   alloc:      a second target whose buffer, and the initiator's, come from
+#               tern_alloc_memory (a shared-memory file the peer maps: shm
+#               copies with memcpy); ALLOC=0 leaves it out
 # each for write and read (OPS), one initiator thread, SECONDS_PER_RUN (3)
 # seconds per run, REPEAT (1) alternating rounds reported as medians; then
 # the ratios shm/memcpy x1, shm/memcpy xN and shm/tcp.  Absolute figures on
@@ -33,6 +36,7 @@ BATCH=${BATCH:-8}
 DEPTH=${DEPTH:-4}
 HUGEPAGES=${HUGEPAGES:-0}
 SIZES=${SIZES:-1M}
+ALLOC=${ALLOC:-1}
 JSON_OUT=${JSON_OUT:-}
 PLOT=${PLOT:-}
 RESULTS="$(cd "$(dirname "$0")" && pwd)/bench_results.py"
@@ -50,11 +54,12 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tern-shm-bench.XXXXXX")
 TPID=
+APID=
 cleanup() {
-    if [ -n "$TPID" ]; then
-        kill -TERM "$TPID" 2>/dev/null || true
-        wait "$TPID" 2>/dev/null || true
-    fi
+    for p in $TPID $APID; do
+        kill -TERM "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -72,17 +77,28 @@ config "$WORK/target.yaml" shm tcp
 config "$WORK/shm.yaml" shm
 config "$WORK/tcp.yaml" tcp
 
+target_seg() { # out log pid: the target's segment name once it is ready
+    local s=
+    for _ in $(seq 300); do
+        s=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$1" 2>/dev/null)
+        [ -n "$s" ] && break
+        kill -0 "$3" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -n "$s" ] || { echo "shm_bench: the target did not start:" >&2; cat "$2" >&2; return 1; }
+    echo "$s"
+}
 "$BENCH" --mode target --config "$WORK/target.yaml" --buffer-size 64M "${HP[@]}" \
     >"$WORK/target.out" 2>"$WORK/target.log" &
 TPID=$!
-SEG=
-for _ in $(seq 300); do
-    SEG=$(sed -n 's/^tern-bench target ready: \([^ ]*\).*/\1/p' "$WORK/target.out")
-    [ -n "$SEG" ] && break
-    kill -0 "$TPID" 2>/dev/null || break
-    sleep 0.1
-done
-[ -n "$SEG" ] || { echo "shm_bench: the target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1; }
+SEG=$(target_seg "$WORK/target.out" "$WORK/target.log" "$TPID")
+ASEG=
+if [ "$ALLOC" = 1 ]; then
+    "$BENCH" --mode target --config "$WORK/shm.yaml" --buffer-size 64M --alloc \
+        >"$WORK/atarget.out" 2>"$WORK/atarget.log" &
+    APID=$!
+    ASEG=$(target_seg "$WORK/atarget.out" "$WORK/atarget.log" "$APID")
+fi
 
 json_get() { python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))['gb_per_s'])" "$1"; }
 median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(map(float, sys.argv[1:])))' "$@"; }
@@ -96,14 +112,15 @@ run_memcpy() { # threads size
 # tern-bench's JSON -> "GB/s p50-us p99-us"
 json_tern() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.3f %d %d' % (d['gb_per_s'], d['lat_p50_us'], d['lat_p99_us']))" "$1"; }
 
-run_tern() { # transport op size
-    local out="$WORK/$1-$2.json" batch=$BATCH blk
+run_tern() { # transport op size [alloc]
+    local out="$WORK/$1-$2.json" batch=$BATCH blk seg=$SEG extra=("${HP[@]}")
+    [ "${4:-}" = alloc ] && { seg=$ASEG; extra=(--alloc); }
     blk=$(python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import bench_results; print(bench_results.value(sys.argv[2]))" "$(dirname "$RESULTS")" "$3")
     # BATCH blocks per batch where that many fit in the 64 MiB buffer
     [ $((batch * blk)) -gt $((64 << 20)) ] && batch=$(((64 << 20) / blk))
     [ "$batch" -ge 1 ] || { echo "shm_bench: $3 blocks do not fit in 64 MiB" >&2; return 1; }
-    "$BENCH" --mode initiator --config "$WORK/$1.yaml" --segment "$SEG" --op "$2" \
-        --block-size "$3" --batch-size "$batch" --queue-depth "$DEPTH" --buffer-size 64M "${HP[@]}" \
+    "$BENCH" --mode initiator --config "$WORK/$1.yaml" --segment "$seg" --op "$2" \
+        --block-size "$3" --batch-size "$batch" --queue-depth "$DEPTH" --buffer-size 64M "${extra[@]}" \
         --threads 1 --duration "$T" --json >"$out" 2>"$WORK/$1-$2.log" || {
         echo "shm_bench: tern-bench $1 $2 $3 failed:" >&2; cat "$WORK/$1-$2.log" "$out" >&2; return 1; }
     json_tern "$out"
@@ -123,18 +140,19 @@ tern_row() { # label op size "GB/s p50 p99" ...
 
 hp=$([ "$HUGEPAGES" = 1 ] && echo yes || echo no)
 echo "64 MiB buffers, $T s per run, medians of $REPEAT round(s); shm workers: $N, chunk $CHUNK, huge pages: $hp"
-printf '%-6s %-6s %12s %12s %10s %10s | %9s %9s %8s\n' block op "memcpy x1" "memcpy x$N" "shm GB/s" \
-    "tcp GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp"
+printf '%-6s %-6s %12s %12s %10s %10s %10s | %9s %9s %8s %9s\n' block op "memcpy x1" "memcpy x$N" \
+    "shm GB/s" "tcp GB/s" "alloc GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp" "alc/mcp1"
 for size in $SIZES; do
     m1s=() mns=()
-    declare -A shm=() tcp=()
-    for op in $OPS; do shm[$op]=""; tcp[$op]=""; done
+    declare -A shm=() tcp=() alc=()
+    for op in $OPS; do shm[$op]=""; tcp[$op]=""; alc[$op]=""; done
     for _ in $(seq "$REPEAT"); do
         m1s+=("$(run_memcpy 1 "$size")")
         mns+=("$(run_memcpy "$N" "$size")")
         for op in $OPS; do
             shm[$op]+="$(run_tern shm "$op" "$size");"
             tcp[$op]+="$(run_tern tcp "$op" "$size");"
+            [ "$ALLOC" = 1 ] && alc[$op]+="$(run_tern shm "$op" "$size" alloc);"
         done
     done
     m1=$(median "${m1s[@]}"); mn=$(median "${mns[@]}")
@@ -145,11 +163,18 @@ for size in $SIZES; do
         IFS=';' read -r -a cr <<<"${tcp[$op]}"
         s=$(tern_row "tern shm" "$op" "$size" "${sr[@]}")
         c=$(tern_row "tern tcp, default pool" "$op" "$size" "${cr[@]}")
-        printf '%-6s %-6s %12s %12s %10s %10s | %9s %9s %8s\n' "$size" "$op" "$m1" "$mn" "$s" "$c" \
-            "$(ratio "$s" "$m1")" "$(ratio "$s" "$mn")" "$(ratio "$s" "$c")"
+        a=- ar=-
+        if [ "$ALLOC" = 1 ]; then
+            IFS=';' read -r -a al <<<"${alc[$op]}"
+            a=$(tern_row "tern shm, tern-allocated" "$op" "$size" "${al[@]}")
+            ar=$(ratio "$a" "$m1")
+        fi
+        printf '%-6s %-6s %12s %12s %10s %10s %10s | %9s %9s %8s %9s\n' "$size" "$op" "$m1" "$mn" \
+            "$s" "$c" "$a" "$(ratio "$s" "$m1")" "$(ratio "$s" "$mn")" "$(ratio "$s" "$c")" "$ar"
     done
 done
-echo "(targets on a 2-core machine at 1 MiB: shm >= 0.8 x memcpy x1 and >= 1.5 x tcp;"
+echo "(targets on a 2-core machine at 1 MiB: shm >= 0.8 x memcpy x1 and >= 1.5 x tcp,"
+echo " tern-allocated >= 0.9 x memcpy x1;"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 if [ -n "$JSON_OUT" ] || [ -n "$PLOT" ]; then
     out=${JSON_OUT:-$WORK/results.json}

@@ -1,7 +1,7 @@
 /* core/alloc.h: memory the engine allocates for the application
  * (tern_alloc_memory): each allocation is its own shared-memory file
  * (memfd) mapped shared, kept open for its life, so that a same-host peer
- * can map the same pages and copy with a plain memcpy (docs/transports.md,
+ * can map the same pages and copy with a plain memcpy (docs/protocol.md,
  * "Memory tern allocates").  The object owns its list and its lock. */
 #ifndef TERN_CORE_ALLOC_H
 #define TERN_CORE_ALLOC_H

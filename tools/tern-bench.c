@@ -4,7 +4,7 @@
  *   tern-bench --mode initiator --segment H:P [--config F] [--op read|write]
  *              [--block-size S] [--batch-size N] [--buffer-size S] [--duration SEC]
  *              [--threads N] [--verify] [--json] [--server-name H:P] [--gpu N]
- *              [--hugepages]
+ *              [--hugepages] [--alloc]
  *   tern-bench --mode initiator --segment H:P --sweep [FROM..TO] [--seconds SEC]
  *              [--json [FILE]] [--csv FILE] [--plot FILE.svg] [--compare A.json ...]
  *   tern-bench --plot FILE.svg --compare A.json [B.json ...]
@@ -36,6 +36,10 @@
  * --linger SEC: the initiator keeps its engine up SEC seconds after the
  * summary (until SIGINT/SIGTERM), e.g. for a scraper of its
  * `metrics_listen` endpoint.
+ *
+ * --alloc: the host buffer comes from tern_alloc_memory (a shared-memory
+ * file that a same-host peer maps, so shm copies with memcpy; docs/
+ * transports.md, "Memory tern allocates").
  *
  * --hugepages: the host buffer is advised to be backed by transparent huge
  * pages (madvise MADV_HUGEPAGE).  The same-host transport pins the peer's
@@ -71,7 +75,7 @@ typedef struct opts {
     const char *mode, *config, *segment, *server_name;
     int op;
     uint64_t block, buffer;
-    int batch, threads, verify, json, depth, hugepages;
+    int batch, threads, verify, json, depth, hugepages, alloc;
     int gpu;                   /* --gpu N: buffers on GPU N; -1 host memory */
     double duration;
     bench_sweep_opts sw;       /* --sweep, its outputs and --plot (bench_sweep.h) */
@@ -155,6 +159,8 @@ static void usage(FILE *f)
         "  --verify             fill with a pattern and check every byte\n"
         "  --json               initiator: the summary as one JSON object\n"
         "  --hugepages          back the host buffer with transparent huge pages (madvise)\n"
+        "  --alloc              the host buffer from tern_alloc_memory (a shared-memory file\n"
+        "                       a same-host peer maps: shm copies with memcpy)\n"
         "  --stats              print the engine's statistics at the end (tern_engine_stats)\n"
         "  --linger SEC         initiator: keep the engine up SEC s after the summary\n"
         "  --gpu N              this side's buffer on GPU N (device memory through the CUDA\n"
@@ -169,7 +175,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         {"server-name", 1, 0, 'n'}, {"op", 1, 0, 'o'}, {"block-size", 1, 0, 'b'},
         {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 2, 0, 'j'},
-        {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'}, {"hugepages", 0, 0, 'H'},
+        {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'}, {"hugepages", 0, 0, 'H'}, {"alloc", 0, 0, 'A'},
         {"stats", 0, 0, 'T'}, {"linger", 1, 0, 'L'},
         {"help", 0, 0, 'h'}, BENCH_SWEEP_LONGOPTS, {0, 0, 0, 0}};
     *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
@@ -204,6 +210,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         case 'd': o->duration = atof(optarg); break;
         case 'v': o->verify = 1; break;
         case 'H': o->hugepages = 1; break;
+        case 'A': o->alloc = 1; break;
         case 'g': {
             char *end = NULL;
             long g = strtol(optarg, &end, 10);
@@ -330,9 +337,28 @@ static uint8_t *alloc_gpu_buffer(tern_engine *e, int gpu, uint64_t len)
     return p;
 }
 
-static void free_buffer(tern_engine *e, int gpu, void *p, uint64_t len)
+/* --alloc: memory tern allocates (tern_alloc_memory: a shared-memory file
+ * a same-host peer maps), registered by that call; touched before timing. */
+static uint8_t *alloc_tern_buffer(tern_engine *e, uint64_t len)
 {
-    if (p && gpu >= 0)
+    void *p = NULL;
+    if (tern_alloc_memory(e, len, NULL, NULL, &p) != 0) {
+        fprintf(stderr, "tern-bench: tern_alloc_memory(%" PRIu64 "): %s\n", len,
+                tern_engine_last_error(e));
+        return NULL;
+    }
+    memset(p, 0, len);
+    return p;
+}
+
+/* Frees a buffer of alloc_*_buffer; --alloc's (tern_free_memory) is also
+ * unregistered, the others are unregistered before. */
+static void free_buffer(tern_engine *e, const opts *o, void *p, uint64_t len)
+{
+    int gpu = o->gpu;
+    if (p && o->alloc)
+        tern_free_memory(e, p);
+    else if (p && gpu >= 0)
         tern_gpu_free(e, p);
     else if (p)
         munmap(p, len);
@@ -425,12 +451,14 @@ static int run_target(const opts *o)
     tern_engine *e = make_engine(o, 0);
     if (!e)
         return 1;
-    uint8_t *buf = o->gpu >= 0 ? alloc_gpu_buffer(e, o->gpu, o->buffer) : alloc_buffer(o->buffer, o->hugepages);
+    uint8_t *buf = o->alloc      ? alloc_tern_buffer(e, o->buffer)
+                   : o->gpu >= 0 ? alloc_gpu_buffer(e, o->gpu, o->buffer)
+                                 : alloc_buffer(o->buffer, o->hugepages);
     if (!buf) {
         tern_engine_destroy(e);
         return 1;
     }
-    int rc = tern_register_memory(e, buf, o->buffer, NULL);
+    int rc = o->alloc ? 0 : tern_register_memory(e, buf, o->buffer, NULL);
     if (rc) {
         fprintf(stderr, "tern-bench: registering %" PRIu64 " bytes failed: %s\n", o->buffer,
                 tern_engine_last_error(e));
@@ -446,8 +474,9 @@ static int run_target(const opts *o)
     fprintf(stderr, "tern-bench target: stopping\n");
     if (o->stats)
         print_stats(e, o->json);
-    tern_unregister_memory(e, buf);
-    free_buffer(e, o->gpu, buf, o->buffer);
+    if (!o->alloc)
+        tern_unregister_memory(e, buf);
+    free_buffer(e, o, buf, o->buffer);
     tern_engine_destroy(e);
     return 0;
 }
@@ -772,11 +801,13 @@ static int open_target(shared *sh)
     }
     uint64_t len = o->buffer < sh->remote_len ? o->buffer : sh->remote_len;
     sh->remote_len = 0; /* set once the local buffer is there (freed by that length) */
-    sh->local = o->gpu >= 0 ? alloc_gpu_buffer(sh->e, o->gpu, len) : alloc_buffer(len, o->hugepages);
+    sh->local = o->alloc      ? alloc_tern_buffer(sh->e, len)
+                : o->gpu >= 0 ? alloc_gpu_buffer(sh->e, o->gpu, len)
+                              : alloc_buffer(len, o->hugepages);
     if (!sh->local)
         return -1;
     sh->remote_len = len;
-    if (tern_register_memory(sh->e, sh->local, len, NULL) != 0) {
+    if (!o->alloc && tern_register_memory(sh->e, sh->local, len, NULL) != 0) {
         fprintf(stderr, "tern-bench: registering the local buffer failed: %s\n",
                 tern_engine_last_error(sh->e));
         return -1;
@@ -959,8 +990,9 @@ static int run_initiator(const opts *o)
     for (double end = now_s() + o->linger; !g_signalled && now_s() < end;)
         usleep(20000);
     if (sh.local && sh.remote_len) {
-        tern_unregister_memory(sh.e, sh.local);
-        free_buffer(sh.e, o->gpu, sh.local, sh.remote_len);
+        if (!o->alloc)
+            tern_unregister_memory(sh.e, sh.local);
+        free_buffer(sh.e, o, sh.local, sh.remote_len);
     }
     if (sh.seg >= 0)
         tern_segment_close(sh.e, sh.seg);

@@ -98,7 +98,7 @@ int tern_register_memory(tern_engine *engine, void *addr, size_t len,
                          const char *location);
 int tern_unregister_memory(tern_engine *engine, void *addr);
 
-/* Memory tern allocates for the application (docs/transports.md, "Memory
+/* Memory tern allocates for the application (docs/protocol.md, "Memory
  * tern allocates"): len bytes rounded up to the page size, zeroed,
  * registered as tern_register_memory_named(engine, *out, len, location,
  * name) does.  It is a shared-memory file mapped into this process, so a
@@ -106,6 +106,7 @@ int tern_unregister_memory(tern_engine *engine, void *addr);
  * plain memcpy instead of cross-memory attach.  tern_free_memory
  * unregisters and unmaps it; tern_engine_destroy frees what is left.
  * An address tern_alloc_memory did not return is TERN_ERR_NOT_FOUND. */
+#define TERN_API_ALLOC 1 /* this header has tern_alloc_memory and tern_free_memory */
 int tern_alloc_memory(tern_engine *engine, size_t len, const char *location,
                       const char *name, void **out);
 int tern_free_memory(tern_engine *engine, void *addr);

@@ -471,6 +471,19 @@ static PyMethodDef engine_methods[] = {
     {"unregister", (PyCFunction)ternpy_engine_unregister, METH_O,
      "unregister(obj_or_address)\n\nUnregister memory registered with register() (the same object or\n"
      "its address).  The object is released once no batch can touch it."},
+#if TERNPY_ALLOC
+    {"alloc_memory", CF(ternpy_engine_alloc_memory), KW,
+     "alloc_memory(length, name=None, location=None) -> int\n\n"
+     "Memory tern allocates and registers (tern_alloc_memory): `length` bytes\n"
+     "rounded up to the page size, zeroed; returns its address.  It is a\n"
+     "shared-memory file, so a same-host peer's shm transport copies it with\n"
+     "memcpy.  View it with ctypes ((ctypes.c_char * n).from_address(addr)).\n"
+     "name and location as register().  Freed by free_memory(addr) or when\n"
+     "the engine closes: no view of it may be used after that."},
+    {"free_memory", (PyCFunction)ternpy_engine_free_memory, METH_O,
+     "free_memory(address)\n\nUnregister and unmap memory from alloc_memory().  NotFoundError for\n"
+     "an address alloc_memory() did not return (or freed already)."},
+#endif
     {"registrations", (PyCFunction)ternpy_engine_registrations, METH_NOARGS,
      "registrations() -> list[Registration]\n\nWhat is registered, by address."},
     {"open_segment", (PyCFunction)ternpy_engine_open_segment, METH_O,

@@ -285,3 +285,56 @@ out:
     return res;
 }
 #endif
+
+#if TERNPY_ALLOC
+/* Engine.alloc_memory / free_memory: memory tern allocates and registers
+ * (tern_alloc_memory), addressed by int as a registration of an int
+ * address is; the engine frees what is left when it closes. */
+PyObject *ternpy_engine_alloc_memory(EngineObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"length", "name", "location", NULL};
+    Py_ssize_t len;
+    PyObject *name = Py_None, *location = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "n|OO:alloc_memory", kwlist, &len, &name,
+                                     &location))
+        return NULL;
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    if (len <= 0)
+        return ternpy_raise(TERN_ERR_INVAL, "alloc_memory: length must be positive");
+    if ((name != Py_None && !PyUnicode_Check(name)) ||
+        (location != Py_None && !PyUnicode_Check(location))) {
+        PyErr_SetString(PyExc_TypeError, "alloc_memory: name and location must be str or None");
+        return NULL;
+    }
+    const char *nm = name != Py_None ? ternpy_name_arg(name, "alloc_memory: name") : NULL;
+    const char *loc =
+        location != Py_None ? ternpy_name_arg(location, "alloc_memory: location") : NULL;
+    if ((name != Py_None && !nm) || (location != Py_None && !loc))
+        return NULL;
+    void *p = NULL;
+    int rc;
+    TERNPY_ENTER(self);
+    rc = tern_alloc_memory(self->e, (size_t)len, loc, nm, &p);
+    TERNPY_LEAVE(self);
+    if (rc < 0)
+        return ternpy_raise_engine(self, rc);
+    return PyLong_FromUnsignedLongLong((uintptr_t)p);
+}
+
+PyObject *ternpy_engine_free_memory(EngineObject *self, PyObject *addr)
+{
+    if (ternpy_engine_check(self) < 0)
+        return NULL;
+    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int rc;
+    TERNPY_ENTER(self);
+    rc = tern_free_memory(self->e, (void *)(uintptr_t)a);
+    TERNPY_LEAVE(self);
+    if (rc < 0)
+        return ternpy_raise_engine(self, rc);
+    Py_RETURN_NONE;
+}
+#endif

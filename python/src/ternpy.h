@@ -36,6 +36,12 @@
 #else
 #define TERNPY_V2 0
 #endif
+/* Engine.alloc_memory / free_memory: when the headers have tern_alloc_memory. */
+#if defined(TERN_API_ALLOC)
+#define TERNPY_ALLOC 1
+#else
+#define TERNPY_ALLOC 0
+#endif
 /* Engine.stats(): when the headers have tern_engine_stats. */
 #if defined(TERN_STATS_BUCKETS)
 #define TERNPY_STATS 1
@@ -237,6 +243,10 @@ PyObject *ternpy_engine_buffers(EngineObject *self, PyObject *args, PyObject *kw
 PyObject *ternpy_engine_buffer(EngineObject *self, PyObject *args, PyObject *kw);
 #if TERNPY_V2
 PyObject *ternpy_engine_register_many(EngineObject *self, PyObject *args, PyObject *kw);
+#if TERNPY_ALLOC
+PyObject *ternpy_engine_alloc_memory(EngineObject *self, PyObject *args, PyObject *kw);
+PyObject *ternpy_engine_free_memory(EngineObject *self, PyObject *addr);
+#endif
 #endif
 #if TERNPY_CLOSE_PROBE
 PyObject *ternpy_engine_probe(EngineObject *self, PyObject *args, PyObject *kw);

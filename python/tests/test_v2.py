@@ -256,3 +256,30 @@ def test_canceled_requests_under_load_leave_no_slice(engine, peer):
         b.reset()
         b.close()
     gc.collect()
+
+
+# ---- memory tern allocates ----------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(tern.Engine, "alloc_memory"),
+                    reason="libtern without tern_alloc_memory")
+def test_alloc_memory_moves_and_frees(engine, peer):
+    import ctypes
+    seg = engine.open_segment(peer.name)
+    src = engine.alloc_memory(10000, name="me/alloc")
+    dst = engine.alloc_memory(10000)
+    assert src % 4096 == 0 and dst % 4096 == 0
+    view = (ctypes.c_char * 10000).from_address(src)
+    assert bytes(view[:16]) == bytes(16), "allocated memory is zeroed"
+    data = pattern(5, 10000)
+    ctypes.memmove(src, bytes(data), len(data))
+    assert engine.buffer(None, "me/alloc").length == 12288  # rounded up to pages
+    engine.transfer_sync_write(src, seg, peer.addr + 4096, 10000)
+    assert peer.cmd("SHA 4096 10000") == sha(data)
+    engine.transfer_sync_read(dst, seg, peer.addr + 4096, 10000)
+    assert ctypes.string_at(dst, 10000) == bytes(data)
+    engine.free_memory(src)
+    with pytest.raises(tern.NotFoundError, match="not returned by tern_alloc_memory"):
+        engine.free_memory(src)
+    with pytest.raises(tern.InvalidArgumentError):
+        engine.alloc_memory(0)
+    # dst is left to the engine: freed when it closes

@@ -1,5 +1,5 @@
 /* transports/shm/shm_map.c: registrations that are shared mappings of a
- * file (the memory tern_alloc_memory hands out, docs/transports.md,
+ * file (the memory tern_alloc_memory hands out, docs/protocol.md,
  * "Memory tern allocates").
  *
  * The owner finds, at registration, the open file behind the range and

@@ -24,7 +24,7 @@
  *   EXIT    -> unregisters, destroys the engine, exits 0 (EOF does the same).
  * $TERN_TEST_SHM_MEM picks the memory: unset, private anonymous memory;
  * "memfd", the same layout in one shared-memory file sealed against
- * shrinking (a peer maps it, docs/transports.md); "alloc", A and B from
+ * shrinking (a peer maps it, docs/protocol.md); "alloc", A and B from
  * tern_alloc_memory (no guards: CHECK answers "CANARY none"). */
 #define _GNU_SOURCE
 #include <fcntl.h>
