@@ -2,7 +2,8 @@
  *
  * One queue per context.  A queued slice is cut into chunks of chunk_size
  * bytes as workers take them, so one large request keeps every worker busy
- * and small ones cost one chunk each.  The worker that finishes a slice's
+ * and small ones cost one chunk each; one with others queued behind it is
+ * taken in larger pieces (worker_main).  The worker that finishes a slice's
  * last chunk hands the slice back through the host service complete(),
  * holding no lock of ours (the core may resubmit it from inside). */
 #define _GNU_SOURCE
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include "shm_internal.h"
+
+#define WHOLE_CHUNKS 16 /* the largest piece of a job with others behind it */
 
 struct shm_job {
     struct shm_job *next;
@@ -63,7 +66,14 @@ static void *worker_main(void *arg)
             break;
         shm_job *j = p->head;
         uint64_t off = j->next_off;
-        uint64_t len = j->s->length - off < chunk ? j->s->length - off : chunk;
+        /* A job with others queued behind it is taken in pieces of up to
+         * WHOLE_CHUNKS chunks: the other workers have work of their own,
+         * and each process_vm_* call has a fixed cost (the peer's mm
+         * looked up and locked, its access checked) that larger calls
+         * spread over more pages.  A job alone is cut in chunk_size
+         * pieces, so one large request keeps every worker busy. */
+        uint64_t take = j->next ? chunk * WHOLE_CHUNKS : chunk;
+        uint64_t len = j->s->length - off < take ? j->s->length - off : take;
         j->next_off += len;
         if (j->next_off >= j->s->length) {
             p->head = j->next;
