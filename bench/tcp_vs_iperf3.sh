@@ -22,6 +22,13 @@
 # runs and reports medians, which steadies a noisy machine) or "default" (the transport's default
 # pool of 4 connections per peer; on a loaded machine more threads also
 # means a bigger share of the CPU, so that ratio flatters tern).
+# ZEROCOPY=1: iperf3 runs with -Z (--zerocopy: sendfile) and both tern
+# sides with transports.tcp.zerocopy_min 64K (MSG_ZEROCOPY for payloads of
+# 64 KiB and more).  WORKING_SET=S: every tern request within the first S
+# bytes of the buffers (tern-bench --working-set), as iperf3 sends its one
+# -l buffer again and again; without it each request in flight has its own
+# block (4 batches: 64 MiB at 1 MiB), which the copies read from memory
+# rather than from the cache.
 # JSON_OUT=FILE: the results as JSON (bench/bench_results.py: series
 # "iperf3" and "tern tcp, N connection(s)", one row per size, medians);
 # PLOT=FILE.svg|.png: that comparison drawn by tern-bench --plot (gnuplot).
@@ -36,6 +43,8 @@ T=${SECONDS_PER_RUN:-5}
 POOL=${POOL:-streams}
 REPEAT=${REPEAT:-1}   # >1: alternate iperf3 and tern runs, report medians
 SIZES=${SIZES:-"64K 1M"}
+ZEROCOPY=${ZEROCOPY:-0}
+WORKING_SET=${WORKING_SET:-}
 JSON_OUT=${JSON_OUT:-}
 PLOT=${PLOT:-}
 RESULTS="$ROOT/bench/bench_results.py"
@@ -79,6 +88,11 @@ transports:
   - name: tcp
 log_level: warn
 EOF
+[ "$ZEROCOPY" = 1 ] && sed -i 's/^  - name: tcp$/  - name: tcp\n    zerocopy_min: 64K/' "$CONFIG"
+IZ=()
+[ "$ZEROCOPY" = 1 ] && IZ=(-Z)
+WS=()
+[ -n "$WORKING_SET" ] && WS=(--working-set "$WORKING_SET")
 "$BENCH" --mode target --config "$CONFIG" --buffer-size 128M >"$WORK/target.out" 2>"$WORK/target.log" &
 PIDS+=($!)
 TPID=$!
@@ -103,7 +117,7 @@ run_iperf3() { # size streams -> "GB/s CPU-s/GB"
     local out="$WORK/iperf3-$1-$2.json" len=$1
     # iperf3 writes at most 1 MiB per call (-l): larger sizes run with that
     [ "$(bytes_of "$len")" -gt 1048576 ] && len=1M
-    iperf3 -c 127.0.0.1 -p "$IPORT" -t "$T" -O 1 -l "$len" -P "$2" -J >"$out" 2>&1 || {
+    iperf3 -c 127.0.0.1 -p "$IPORT" -t "$T" -O 1 -l "$len" -P "$2" "${IZ[@]}" -J >"$out" 2>&1 || {
         echo "iperf3 client failed:" >&2; cat "$out" >&2; return 1; }
     json_get "$out" "'%.3f %.3f' % (d['end']['sum_received']['bits_per_second'] / 8e9, \
         (d['end']['cpu_utilization_percent']['host_total'] + \
@@ -129,7 +143,7 @@ run_tern() { # size streams op -> "GB/s CPU-s/GB p50-us p99-us"
     /usr/bin/time -f "%U %S" -o "$WORK/time" \
     "$BENCH" --mode initiator --config "$icfg" --segment "$SEG" --op "$op" \
         --block-size "$size" --batch-size "$batch" --buffer-size "$buf" --threads "$n" --queue-depth 4 \
-        --duration "$T" --json >"$out" 2>"$WORK/tern-$1-$2-$3.log" || {
+        --duration "$T" "${WS[@]}" --json >"$out" 2>"$WORK/tern-$1-$2-$3.log" || {
         echo "tern-bench failed:" >&2; cat "$WORK/tern-$1-$2-$3.log" "$out" >&2; return 1; }
     t1=$(proc_cpu "$TPID")
     local icpu
@@ -177,7 +191,8 @@ for n in $STREAMS; do
             "cpu_s_per_gb=$(median "${icall[@]}")"
     done
 done
-echo "(iperf3: -t $T -O 1; tern-bench: $T s, 4 batches of 64 x 64K or 16 x 1M in flight, TCP connections: $POOL,"
+echo "(iperf3: -t $T -O 1 ${IZ[*]}; tern-bench: $T s, 4 batches of 64 x 64K or 16 x 1M in flight, TCP connections: $POOL,"
+echo " zerocopy: $ZEROCOPY, working set: ${WORKING_SET:-one block per request},"
 echo " medians of $REPEAT alternating run(s);"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 if [ -n "$JSON_OUT" ] || [ -n "$PLOT" ]; then

@@ -4,7 +4,7 @@
  *   tern-bench --mode initiator --segment H:P [--config F] [--op read|write]
  *              [--block-size S] [--batch-size N] [--buffer-size S] [--duration SEC]
  *              [--threads N] [--verify] [--json] [--server-name H:P] [--gpu N]
- *              [--hugepages] [--alloc]
+ *              [--hugepages] [--alloc] [--working-set S]
  *   tern-bench --mode initiator --segment H:P --sweep [FROM..TO] [--seconds SEC]
  *              [--json [FILE]] [--csv FILE] [--plot FILE.svg] [--compare A.json ...]
  *   tern-bench --plot FILE.svg --compare A.json [B.json ...]
@@ -76,6 +76,7 @@ typedef struct opts {
     int op;
     uint64_t block, buffer;
     int batch, threads, verify, json, depth, hugepages, alloc;
+    uint64_t working_set;      /* --working-set S: offsets wrap at S; 0 off */
     int gpu;                   /* --gpu N: buffers on GPU N; -1 host memory */
     double duration;
     bench_sweep_opts sw;       /* --sweep, its outputs and --plot (bench_sweep.h) */
@@ -159,6 +160,8 @@ static void usage(FILE *f)
         "  --verify             fill with a pattern and check every byte\n"
         "  --json               initiator: the summary as one JSON object\n"
         "  --hugepages          back the host buffer with transparent huge pages (madvise)\n"
+        "  --working-set S      every request within the first S bytes of both buffers (a\n"
+        "                       multiple of --block-size), as iperf3 reuses its one buffer\n"
         "  --alloc              the host buffer from tern_alloc_memory (a shared-memory file\n"
         "                       a same-host peer maps: shm copies with memcpy)\n"
         "  --stats              print the engine's statistics at the end (tern_engine_stats)\n"
@@ -175,7 +178,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         {"server-name", 1, 0, 'n'}, {"op", 1, 0, 'o'}, {"block-size", 1, 0, 'b'},
         {"batch-size", 1, 0, 'B'}, {"buffer-size", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"threads", 1, 0, 't'}, {"verify", 0, 0, 'v'}, {"json", 2, 0, 'j'},
-        {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'}, {"hugepages", 0, 0, 'H'}, {"alloc", 0, 0, 'A'},
+        {"queue-depth", 1, 0, 'q'}, {"gpu", 1, 0, 'g'}, {"hugepages", 0, 0, 'H'}, {"alloc", 0, 0, 'A'}, {"working-set", 1, 0, 'W'},
         {"stats", 0, 0, 'T'}, {"linger", 1, 0, 'L'},
         {"help", 0, 0, 'h'}, BENCH_SWEEP_LONGOPTS, {0, 0, 0, 0}};
     *o = (opts){.op = TERN_WRITE, .block = 64 << 10, .buffer = 64ull << 20, .batch = 16,
@@ -211,6 +214,12 @@ static int parse_opts(int argc, char **argv, opts *o)
         case 'v': o->verify = 1; break;
         case 'H': o->hugepages = 1; break;
         case 'A': o->alloc = 1; break;
+        case 'W':
+            if (bench_parse_size(optarg, &o->working_set) || !o->working_set) {
+                fprintf(stderr, "tern-bench: --working-set '%s' is not a size > 0\n", optarg);
+                return -1;
+            }
+            break;
         case 'g': {
             char *end = NULL;
             long g = strtol(optarg, &end, 10);
@@ -250,6 +259,11 @@ static int parse_opts(int argc, char **argv, opts *o)
         o->duration <= 0 || o->depth < 1 || o->depth > 16) {
         fprintf(stderr, "tern-bench: --batch-size 1..65536, --threads 1..256, --duration > 0, "
                         "--queue-depth 1..16\n");
+        return -1;
+    }
+    if (o->working_set && (o->verify || o->working_set % o->block)) {
+        fprintf(stderr, "tern-bench: --working-set must be a multiple of --block-size, and not "
+                        "with --verify (requests share the same bytes)\n");
         return -1;
     }
     if (o->gpu >= 0 && o->verify) {
@@ -539,6 +553,15 @@ typedef struct flight {
     double t0;
 } flight;
 
+/* Offset of request i of the batch at off: with --working-set, every
+ * request falls in the first S bytes of both buffers (as iperf3 sends its
+ * one buffer again and again), else each has its own block. */
+static uint64_t block_at(const opts *o, uint64_t off, int i)
+{
+    uint64_t at = off + (uint64_t)i * o->block;
+    return o->working_set ? at % o->working_set : at;
+}
+
 static void batch_start(worker *w, flight *f, int op, uint64_t off, int n)
 {
     shared *sh = w->sh;
@@ -551,9 +574,9 @@ static void batch_start(worker *w, flight *f, int op, uint64_t off, int n)
     }
     tern_request reqs[n];
     for (int i = 0; i < n; i++)
-        reqs[i] = (tern_request){.opcode = op, .local = sh->local + off + (uint64_t)i * o->block,
+        reqs[i] = (tern_request){.opcode = op, .local = sh->local + block_at(o, off, i),
                                  .segment = sh->seg,
-                                 .remote = sh->remote + off + (uint64_t)i * o->block,
+                                 .remote = sh->remote + block_at(o, off, i),
                                  .length = o->block};
     f->submit_rc = tern_batch_submit(f->b, reqs, (size_t)n);
 }
@@ -579,7 +602,7 @@ static int batch_finish(worker *w, flight *f, int op, int timeout_ms)
         char msg[512];
         snprintf(msg, sizeof msg, "request %d (%s %" PRIu64 " B at remote 0x%" PRIx64 "): %s",
                  i, op == TERN_READ ? "READ" : "WRITE", o->block,
-                 sh->remote + f->off + (uint64_t)i * o->block, tern_batch_error(f->b, (size_t)i));
+                 sh->remote + block_at(o, f->off, i), tern_batch_error(f->b, (size_t)i));
         note_error(sh, msg);
     }
     if (rc == TERN_ERR_TIMEOUT)

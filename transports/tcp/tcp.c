@@ -80,6 +80,9 @@
       "SO_SNDBUF of data connections (0 = kernel autotuning)")                                \
     X(tcp_ctx, opt_rcvbuf, "rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",                  \
       "SO_RCVBUF of data connections (0 = kernel autotuning)")                                \
+    X(tcp_ctx, opt_zerocopy_min, "zerocopy_min", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",      \
+      "WRITE payloads of at least this many bytes go out with MSG_ZEROCOPY (0 = never; "     \
+      "it pays only on a NIC with scatter-gather DMA, on loopback the kernel copies)")      \
     X(tcp_ctx, opt_mc_port, "mooncake_port", TERN_OPT_INT, -1, 65535, NULL, "-1",             \
       "port serving Mooncake-format initiators (-1 = off, 0 = ephemeral); published as "      \
       "tcp_data_port")                                                                        \
@@ -311,12 +314,14 @@ static int tcp_query(void *vctx, const char *what, char *out, size_t outlen)
              ", %zu buffers, %d incoming connections (%d unproven), served %" PRIu64
              " requests (%" PRIu64 " refused), in %" PRIu64 " B, out %" PRIu64 " B, %" PRIu64
              " connects, %" PRIu64 " broken connections, %" PRIu64 " strangers evicted, %"
-             PRIu64 " slow connections cut",
+             PRIu64 " slow connections cut, %" PRIu64 " MSG_ZEROCOPY sends (%" PRIu64
+             " copied by the kernel)",
              ctx->adv_host, ctx->lport, ctx->nnics, ctx->nworkers, ctx->opt_nconn, ctx->opt_slice_size,
              nmr, nsrv, nun, (uint64_t)ctx->st_req_served, (uint64_t)ctx->st_refused,
              (uint64_t)ctx->st_bytes_in, (uint64_t)ctx->st_bytes_out,
              (uint64_t)ctx->st_connects, (uint64_t)ctx->st_conn_broken,
-             (uint64_t)ctx->st_evicted, (uint64_t)ctx->st_slow_cut);
+             (uint64_t)ctx->st_evicted, (uint64_t)ctx->st_slow_cut,
+             (uint64_t)atomic_load(&ctx->zc_sends), (uint64_t)atomic_load(&ctx->zc_copied));
     return 0;
 }
 

@@ -281,7 +281,7 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
                 break;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-        ssize_t n = sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t n = tcp_send(c->ep->ctx, c->io.fd, &mh, total);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -498,6 +498,10 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
     tcp_conn *c = (tcp_conn *)io;
     done_list d = {0};
     pthread_mutex_lock(&c->mu);
+    /* EPOLLERR with zerocopy on may be only its completion reports */
+    if (c->io.fd >= 0 && (ev & EPOLLERR) && c->ep->ctx->opt_zerocopy_min > 0 &&
+        !tcp_zc_drain(c->ep->ctx, c->io.fd))
+        ev &= ~(uint32_t)EPOLLERR;
     if (c->io.fd >= 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
         conn_send(c, &d, UINT64_MAX);
     int gone = ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
@@ -991,6 +995,9 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
         int k = left > 0 ? ppoll(&pf, 1, &ts, NULL) : 0;
         if (k < 0 && errno == EINTR)
             continue;
+        if (k > 0 && (pf.revents & POLLERR) && ctx->opt_zerocopy_min > 0 &&
+            !(pf.revents & POLLIN) && !tcp_zc_drain(ctx, l->fd))
+            continue; /* only zerocopy reports: wait on */
         done_list d = {0};
         pthread_mutex_lock(&c->mu);
         int mine = lone_pending(c, l);

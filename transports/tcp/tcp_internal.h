@@ -179,6 +179,9 @@ typedef struct tcp_ctx {
     int opt_progress_window_ms, opt_unregister_wait_ms, opt_reply_wait_us;
     uint64_t opt_progress_min_rate;
     uint64_t opt_slice_size;
+    uint64_t opt_zerocopy_min;
+    atomic_uint_fast64_t zc_sends, zc_copied; /* MSG_ZEROCOPY sends; of them, copied */
+    atomic_int zc_logged;            /* the first completion report was logged */
     char bind_host[TCP_HOST_MAX];    /* address the data server binds (the first NIC's) */
     char adv_host[TCP_HOST_MAX];     /* address advertised to peers (the first NIC's) */
     int bind_given;                  /* `bind` set: that address is the only NIC */
@@ -238,6 +241,13 @@ static inline uint64_t tcp_since(uint64_t now, uint64_t then)
 }
 const char *tcp_errname(int code);
 void tcp_sock_tune(tcp_ctx *ctx, int fd);
+/* sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL), with MSG_ZEROCOPY when `payload`
+ * bytes reach zerocopy_min (and the socket took SO_ZEROCOPY); a send the
+ * kernel cannot pin memory for (ENOBUFS) is made again without it. */
+ssize_t tcp_send(tcp_ctx *ctx, int fd, const struct msghdr *mh, uint64_t payload);
+/* Reads the zerocopy completions off fd's error queue.  Returns nonzero
+ * when fd also has a real error pending (the connection is gone). */
+int tcp_zc_drain(tcp_ctx *ctx, int fd);
 void tcp_complete(tcp_ctx *ctx, tern_slice *s);
 
 /* tcp_mr.c */

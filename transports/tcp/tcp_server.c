@@ -210,6 +210,9 @@ static int srv_write(tcp_srv_conn *c)
         if (data && tcp_mr_io_begin(c->mr) != 0)
             return TERN_ERR_RANGE;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        /* Never MSG_ZEROCOPY here: the owed replies' buffer is reused at
+         * once, and the READ is over for this side when the call returns,
+         * so memory unregistered then could still leave with later bytes. */
         ssize_t k = sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         int e = errno;
         if (data)

@@ -3,7 +3,10 @@
  * connection, handing a slice back.  The bottom of the plugin: it calls
  * nothing of it. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
+#include <time.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -54,6 +57,56 @@ void tcp_sock_tune(tcp_ctx *ctx, int fd)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &ctx->opt_sndbuf, sizeof ctx->opt_sndbuf);
     if (ctx->opt_rcvbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &ctx->opt_rcvbuf, sizeof ctx->opt_rcvbuf);
+    if (ctx->opt_zerocopy_min > 0)
+        setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one);
+}
+
+/* ---- MSG_ZEROCOPY (docs/protocol.md, TCP data frames) ----------------------
+ * Only an initiator's WRITE payloads: the kernel sends straight from the
+ * registered pages and reports on the socket's error queue when it no
+ * longer holds them.  A slice still
+ * completes at its reply, not at that report: the reply says the peer has
+ * every byte, so nothing the application writes afterwards can reach it.
+ * The reports are only read off (they would otherwise count against the
+ * socket's option memory until sends fail with ENOBUFS), and counted:
+ * one the kernel marks "copied" (loopback, a NIC without scatter-gather)
+ * means zerocopy bought nothing there. */
+ssize_t tcp_send(tcp_ctx *ctx, int fd, const struct msghdr *mh, uint64_t payload)
+{
+    int zc = ctx->opt_zerocopy_min > 0 && payload >= ctx->opt_zerocopy_min;
+    ssize_t n = sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0));
+    if (n < 0 && zc && errno == ENOBUFS) /* no option memory for the report */
+        return sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0 && zc)
+        atomic_fetch_add(&ctx->zc_sends, 1);
+    return n;
+}
+
+int tcp_zc_drain(tcp_ctx *ctx, int fd)
+{
+    for (;;) {
+        char cbuf[CMSG_SPACE(sizeof(struct sock_extended_err)) + 64];
+        struct msghdr m = {.msg_control = cbuf, .msg_controllen = sizeof cbuf};
+        if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+            break;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+            const struct sock_extended_err *ee = (const void *)CMSG_DATA(cm);
+            if (ee->ee_origin != SO_EE_ORIGIN_ZEROCOPY)
+                continue;
+            int copied = (ee->ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
+            if (copied)
+                atomic_fetch_add(&ctx->zc_copied, (uint64_t)(ee->ee_data - ee->ee_info + 1));
+            if (!atomic_exchange(&ctx->zc_logged, 1))
+                ctx->host.log(ctx->host.host, TERN_LOG_DEBUG,
+                              "tcp: MSG_ZEROCOPY completion reports arrive; the kernel %s",
+                              copied ? "copied the pages anyway (loopback, or a NIC without "
+                                       "scatter-gather): zerocopy_min buys nothing here"
+                                     : "sent from the registered pages");
+        }
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    return getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0;
 }
 
 void tcp_complete(tcp_ctx *ctx, tern_slice *s)
