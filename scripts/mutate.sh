@@ -154,8 +154,12 @@ stall-without-others-moving | - | if \(\K!others(?=\)\n            continue; /\*
 paused-pair-still-picked | - | if \(strict && \(\Katomic_load\(&q->paused_until_ns\) > now(?= \|\|) | now == 0 | test_spread | spread/stall_pause_and_probation
 probation-without-limit | - | \(atomic_load\(&q->probation\) && \Katomic_load\(&q->inflight\) > 0(?=\)\)\)) | 0 | test_spread | spread/stall_pause_and_probation
 # What a transport publishes (core/segment_desc.c): "publish.<key>" reaches the top level, not over the descriptor's own keys
-publish-not-lifted | - | if \(\K!\*top \|\| (?=core_owned_key\(top\)) | 1 || | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
-publish-over-own-keys | - | if \(!\*top \|\| \Kcore_owned_key\(top\)(?= \|\|) | 0 | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
+publish-not-lifted | - | if \(\K!\*top \|\| (?=!publishable\(top, val\)) | 1 || | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
+publish-over-own-keys | - | if \(!\*top \|\| \K!publishable\(top, val\)(?= \|\|) | 0 | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
+publish-unreadable-lifted | - | if \(\Kcore_owned_key\(key\)(?=\)\n        return 0;\n    if \(strcmp) | 0 | test_mooncake_compat | mooncake_desc/unreadable_publish_is_left_out
+received-publish-kept | - | \Kdrop_publish_keys\(copy\);(?=\n        t->addr) | (void)copy; | test_mooncake_compat | mooncake_desc/received_publish_keys_are_dropped
+# a peer's shared file mapped (transports/shm/shm_map.c): the registration's file offset
+shm-map-offset-lost | - | e->foff = b\.off \K\+ \(e->addr - b\.start\)(?=;) | + 0 | test_shm_integration | shm_integration/shared_file_memory_mapped_byte_exact
 # efa devices (transports/efa/efa_fabric.c): the loopback domain stays out when there are others
 efa-loopback-kept | - | if \(!c->iface\[0\] && \Kothers(?= && efa_is_loopback\(i\)\)) | 0 | test_lab_multinic | -
 # the handshake daemon's other addresses (core/control/server.c, core/addrbook.c)
