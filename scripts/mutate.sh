@@ -139,7 +139,7 @@ stage-full-buffer-refused | - | else if \(cs->s\.length \K>(?= st->bufsize\)) | 
 tcp-refused-proof-still-served | - | c->state = S_CLOSING;\n        \Kreturn;(?=\n    \}\n    tcp_budget_prove) | (void)0; | test_auth | auth_engine/data_port_without_proof_can_neither_read_nor_write
 # shm: the target's range check at its exact edges
 shm-range-end-excluded | - | addr \+ len \K<=(?= e\[i\]\.addr \+ e\[i\]\.len\)) | < | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
-shm-range-one-past-end | - | addr \+ len <= e\[i\]\.addr \+ e\[i\]\.len\K(?=\)\n            return 1;) | + 1 | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
+shm-range-one-past-end | - | addr \+ len <= e\[i\]\.addr \+ e\[i\]\.len\K(?=\)\n            return &e\[i\];) | + 1 | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
 shm-range-one-before-start | - | e\[i\]\.key == key && addr \K(?=>= e\[i\]\.addr) | + 1 | test_shm_transport | shm_transport/range_edges_exact_in_one_byte_out
 # Python binding: every timeout class (python/tests/test_timeouts.py; "-": no Criterion filter)
 py-none-means-no-wait | - | if \(!timeout \|\| timeout == Py_None\) \{\n        \*ms = \K-1(?=;) | 0 | python_timeouts | -
