@@ -15,8 +15,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine_error.h"
-#include "engine_state.h"
 #include "tern/tern.h"
 #include "util.h"
 
@@ -125,46 +123,5 @@ int tern_allocs_release(tern_allocs *a, void *p)
     if (!x)
         return TERN_ERR_NOT_FOUND;
     ent_free(x);
-    return 0;
-}
-
-/* ---- the public calls (tern.h) ---------------------------------------------- */
-
-TERN_EXPORT int tern_alloc_memory(tern_engine *e, size_t len, const char *location,
-                                  const char *name, void **out)
-{
-    if (!e)
-        return TERN_ERR_INVAL;
-    if (!out)
-        return tern_engine_fail(e, TERN_ERR_INVAL, "alloc_memory: out is NULL");
-    char msg[TERN_ERRMSG_MAX] = "";
-    void *p = NULL;
-    int rc = tern_allocs_new(e->allocs, len, &p, msg, sizeof msg);
-    if (rc)
-        return tern_engine_fail(e, rc, "%s", msg);
-    size_t got = len;
-    tern_allocs_find(e->allocs, p, &got);
-    rc = tern_register_memory_named(e, p, got, location, name);
-    if (rc) { /* the registration's message stays the engine's last error */
-        tern_allocs_release(e->allocs, p);
-        return rc;
-    }
-    *out = p;
-    return 0;
-}
-
-TERN_EXPORT int tern_free_memory(tern_engine *e, void *p)
-{
-    if (!e)
-        return TERN_ERR_INVAL;
-    if (!tern_allocs_find(e->allocs, p, NULL))
-        return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
-                                "free_memory: %p was not returned by tern_alloc_memory on "
-                                "this engine (or is freed already)", p);
-    /* Unregistered first: no peer copies into the pages once they are gone. */
-    int rc = tern_unregister_memory(e, p);
-    if (rc && rc != TERN_ERR_NOT_FOUND)
-        return rc;
-    tern_allocs_release(e->allocs, p);
     return 0;
 }

@@ -2,7 +2,8 @@
  * (tern_alloc_memory): each allocation is its own shared-memory file
  * (memfd) mapped shared, kept open for its life, so that a same-host peer
  * can map the same pages and copy with a plain memcpy (docs/protocol.md,
- * "Memory tern allocates").  The object owns its list and its lock. */
+ * "Memory tern allocates").  The object owns its list and its lock; the
+ * public calls are in buffers.c. */
 #ifndef TERN_CORE_ALLOC_H
 #define TERN_CORE_ALLOC_H
 

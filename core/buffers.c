@@ -1,11 +1,13 @@
 /* core/buffers.c: the named-buffer API: registering with a name or many
- * regions at once (memory.c does the work), and listing or finding a
- * peer's buffers from its descriptor, fetched again so that what the peer
+ * regions at once (memory.c does the work), listing or finding a peer's
+ * buffers from its descriptor, fetched again so that what the peer
  * registered since it was opened is seen (the descriptor generation, see
- * docs/architecture.md, Healing; docs/api.md, Memory). */
+ * docs/architecture.md, Healing; docs/api.md, Memory), and memory tern
+ * allocates and registers (alloc.c holds it). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "engine_error.h"
 #include "engine_state.h"
 #include "log.h"
@@ -155,4 +157,46 @@ TERN_EXPORT int tern_segment_buffer_find(tern_engine *e, tern_segment_id id, con
                             "segment_buffer_find: segment %s has no buffer named \"%s\"%s%s",
                             s->name, name, rc ? "; refetching its descriptor failed: " : "",
                             rc ? msg : "");
+}
+
+/* ---- memory tern allocates (core/alloc.c holds it) ---------------------------------------------- */
+
+TERN_EXPORT int tern_alloc_memory(tern_engine *e, size_t len, const char *location,
+                                  const char *name, void **out)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    if (!out)
+        return tern_engine_fail(e, TERN_ERR_INVAL, "alloc_memory: out is NULL");
+    char msg[TERN_ERRMSG_MAX] = "";
+    void *p = NULL;
+    int rc = tern_allocs_new(e->allocs, len, &p, msg, sizeof msg);
+    if (rc)
+        return tern_engine_fail(e, rc, "%s", msg);
+    size_t got = len;
+    tern_allocs_find(e->allocs, p, &got);
+    rc = tern_register_memory_named(e, p, got, location, name);
+    if (rc) { /* the registration's message stays the engine's last error */
+        tern_allocs_release(e->allocs, p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+TERN_EXPORT int tern_free_memory(tern_engine *e, void *p)
+{
+    if (!e)
+        return TERN_ERR_INVAL;
+    if (!tern_allocs_find(e->allocs, p, NULL))
+        return tern_engine_fail(e, TERN_ERR_NOT_FOUND,
+                                "free_memory: %p was not returned by tern_alloc_memory on "
+                                "this engine (or is freed already)", p);
+    /* Unregistered first: no peer copies into the pages once they are gone. */
+    char msg[TERN_ERRMSG_MAX] = "";
+    int rc = tern_memory_unregister(&e->mem, p, msg, sizeof msg);
+    if (rc && rc != TERN_ERR_NOT_FOUND)
+        return tern_engine_fail(e, rc, "%s", msg);
+    tern_allocs_release(e->allocs, p);
+    return 0;
 }

@@ -292,10 +292,17 @@ static int connecting_wait(tern_xport *x, tern_connecting *c, char *err, size_t 
     return rc;
 }
 
+#define UNREACH_KEEP_MS 1000 /* how long an UNREACHABLE outcome is shared */
+
 /* The connecting thread publishes its outcome (conn_lock held). */
 static void connecting_finish(tern_xport *x, tern_connecting *c, int rc, const char *err)
 {
     connecting_remove(x, c);
+    if (rc == TERN_ERR_UNREACHABLE) {
+        tern_strlcpy(x->unreach_key, c->key, sizeof x->unreach_key);
+        tern_strlcpy(x->unreach_err, err ? err : "", sizeof x->unreach_err);
+        x->unreach_ms = tern_now_ms();
+    }
     c->done = 1;
     c->rc = rc;
     tern_strlcpy(c->err, rc && err ? err : "", sizeof c->err);
@@ -342,6 +349,12 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
             if (!replace && (*ref = tern_epstore_get(x->eps, key, ep)) != NULL) {
                 pthread_mutex_unlock(&x->conn_lock);
                 return 0;
+            }
+            if (x->unreach_ms && tern_now_ms() - x->unreach_ms < UNREACH_KEEP_MS &&
+                strcmp(x->unreach_key, key) == 0) { /* one connect per unreachable peer */
+                tern_errf(err, errlen, TERN_ERR_UNREACHABLE, "%s", x->unreach_err);
+                pthread_mutex_unlock(&x->conn_lock);
+                return TERN_ERR_UNREACHABLE;
             }
             break;
         }
