@@ -443,6 +443,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
                 return;
             got = 1;
             c->rx_off += (uint64_t)n;
+            tcp_rcvlowat(c->io.fd, &c->lowat, s->length - c->rx_off);
             if (c->rx_off == s->length) {
                 c->rx_payload = 0;
                 conn_complete_head(c, d, 0, NULL);
@@ -541,6 +542,7 @@ static void conn_up(tcp_conn *c, int fd)
 {
     c->io.fd = fd;
     c->fresh = 1;
+    c->lowat = 1; /* a new socket's */
     conn_reset_stream(c);
     c->last_progress_ms = c->last_used_ms = tern_kit_now_ms();
     atomic_fetch_add(&c->io.w->nconn, 1);

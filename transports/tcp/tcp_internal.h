@@ -121,6 +121,7 @@ typedef struct tcp_conn {
     uint8_t rxbuf[16 * 24];
     size_t rx_have;
     int rx_payload;            /* receiving the head READ's data */
+    int lowat;                 /* the socket's SO_RCVLOWAT (tcp_rcvlowat) */
     uint64_t rx_off;
     uint64_t last_progress_ms, last_used_ms;
     uint64_t next_id;
@@ -248,6 +249,11 @@ ssize_t tcp_send(tcp_ctx *ctx, int fd, const struct msghdr *mh, uint64_t payload
 /* Reads the zerocopy completions off fd's error queue.  Returns nonzero
  * when fd also has a real error pending (the connection is gone). */
 int tcp_zc_drain(tcp_ctx *ctx, int fd);
+/* While `left` bytes of a payload are still to come, the socket reports
+ * readable only once min(left, TCP_LOWAT) of them are there (SO_RCVLOWAT);
+ * left 0 (between payloads): at once.  *cur is what fd has now. */
+#define TCP_LOWAT (128u << 10)
+void tcp_rcvlowat(int fd, int *cur, uint64_t left);
 void tcp_complete(tcp_ctx *ctx, tern_slice *s);
 
 /* tcp_mr.c */

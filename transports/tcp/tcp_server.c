@@ -489,6 +489,7 @@ static int srv_wpay(tcp_srv_conn *c)
     if (n <= 0)
         return (int)n;
     c->off += (uint64_t)n;
+    tcp_rcvlowat(c->io.fd, &c->lowat, c->q.length - c->off);
     if (c->off == c->q.length) {
         atomic_fetch_add(&c->ctx->st_bytes_in, c->q.length);
         tcp_mr_unpin(c->mr);
@@ -672,5 +673,6 @@ void tcp_srv_begin(tcp_srv_conn *c)
     c->io.on_tick = srv_on_tick;
     c->io.on_free = srv_free;
     c->state = c->ctx->auth ? S_HELLO : S_HDR;
+    c->lowat = 1; /* a new socket's */
     c->born_ms = c->win_start = c->last_bytes_ms = tern_kit_now_ms();
 }

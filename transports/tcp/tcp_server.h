@@ -34,6 +34,7 @@ struct tcp_srv_conn {
     uint32_t events;                 /* armed epoll events */
     int starved;                     /* the last read or write would block */
     int dry;                         /* the last read emptied the socket (until EPOLLIN) */
+    int lowat;                       /* the socket's SO_RCVLOWAT (tcp_rcvlowat) */
     uint8_t ra[1024];                /* read ahead: a small request and its data in one read */
     size_t ra_off, ra_len;
     uint64_t born_ms, win_start, win_bytes, last_bytes_ms;

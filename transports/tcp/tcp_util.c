@@ -61,6 +61,23 @@ void tcp_sock_tune(tcp_ctx *ctx, int fd)
         setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one);
 }
 
+/* The sender of a large payload on loopback (or the NIC's softirq) wakes
+ * the receiving thread for every batch of segments it delivers, and a wake
+ * costs the sending side as much as a good part of the copy; with the low
+ * mark at 128 KiB the receiver is woken once per 128 KiB instead and reads
+ * it in one call.  Only while a payload is known to be coming: a reply
+ * header or a small payload must wake it at once. */
+void tcp_rcvlowat(int fd, int *cur, uint64_t left)
+{
+    /* Below TCP_LOWAT left: 1, not left, so a payload's end never waits
+     * on a mark it cannot reach (two settings per payload at most). */
+    int want = left >= TCP_LOWAT ? (int)TCP_LOWAT : 1;
+    if (want == *cur)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+        *cur = want;
+}
+
 /* ---- MSG_ZEROCOPY (docs/protocol.md, TCP data frames) ----------------------
  * Only an initiator's WRITE payloads: the kernel sends straight from the
  * registered pages and reports on the socket's error queue when it no
