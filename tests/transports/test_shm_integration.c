@@ -121,9 +121,44 @@ Test(shm_integration, buffer_unregistered_by_the_peer_is_never_written)
  * moment the first copy begins to land, and fills A with 0x3C; the batch
  * ends; A must hold only 0x3C.  Without the wait, the copy under way goes
  * on writing over the fill after the unregister returned. */
+/* `cycles` of: A registered again, N WRITEs of 16 MiB queued into it, the
+ * peer unregistering A as the first copy lands; returns in how many cycles
+ * bytes landed after the unregister returned. */
+static int unregister_while_copying(it_peer *p, tern_engine *e, int cycles)
+{
+    enum { N = 4, LEN = 16 << 20 };
+    uint8_t *buf = local_buf(e, LEN);
+    memset(buf, 0x5A, LEN);
+    char line[128];
+    int landed = 0, completed = 0;
+    for (int c = 0; c < cycles; c++) {
+        peer_ask(p, "REREG_A", line, sizeof line);
+        cr_assert_str_eq(line, "REREG ok\n");
+        tern_segment_id seg = open_expect(e, p, "shm");
+        tern_batch *b = tern_batch_alloc(e, N);
+        cr_assert_not_null(b, "%s", tern_engine_last_error(e));
+        tern_request *r = same_writes(seg, buf, p->a, LEN, N);
+        cr_assert_eq(tern_batch_submit(b, r, N), N);
+        peer_ask(p, "UNREG_A_LIVE", line, sizeof line);
+        cr_assert_str_eq(line, "UNREG ok\n", "cycle %d", c);
+        uint64_t waited;
+        completed += (int)(N - wait_after_kill(b, N, 30000, &waited));
+        peer_ask(p, "CHECK_A", line, sizeof line);
+        if (strcmp(line, "A ok\n") != 0 && landed++ == 0)
+            cr_log_info("cycle %d: %s", c, line);
+        cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
+        free(r);
+        tern_segment_close(e, seg);
+    }
+    cr_log_info("%d cycles, %d WRITEs of 16 MiB completed (the copies under way at the "
+                "unregister); bytes landed after the unregister returned in %d", cycles,
+                completed, landed);
+    return landed;
+}
+
 Test(shm_integration, no_byte_lands_after_the_peer_unregistered)
 {
-    enum { CYCLES = 200, N = 4, LEN = 16 << 20 };
+    enum { CYCLES = 200 };
     it_peer p;
     shm_peer_start(&p, "shm", NULL);
     char err[1024] = "";
@@ -132,32 +167,7 @@ Test(shm_integration, no_byte_lands_after_the_peer_unregistered)
         "    chunk_size: 16M\n    slice_size: 16M\nretries: 0\nlog_level: error\n",
         "test_shm_integration", err, sizeof err);
     cr_assert(e, "engine: %s", err);
-    uint8_t *buf = local_buf(e, LEN);
-    memset(buf, 0x5A, LEN);
-    char line[128];
-    int landed = 0, completed = 0;
-    for (int c = 0; c < CYCLES; c++) {
-        peer_ask(&p, "REREG_A", line, sizeof line);
-        cr_assert_str_eq(line, "REREG ok\n");
-        tern_segment_id seg = open_expect(e, &p, "shm");
-        tern_batch *b = tern_batch_alloc(e, N);
-        cr_assert_not_null(b, "%s", tern_engine_last_error(e));
-        tern_request *r = same_writes(seg, buf, p.a, LEN, N);
-        cr_assert_eq(tern_batch_submit(b, r, N), N);
-        peer_ask(&p, "UNREG_A_LIVE", line, sizeof line);
-        cr_assert_str_eq(line, "UNREG ok\n", "cycle %d", c);
-        uint64_t waited;
-        completed += (int)(N - wait_after_kill(b, N, 30000, &waited));
-        peer_ask(&p, "CHECK_A", line, sizeof line);
-        if (strcmp(line, "A ok\n") != 0 && landed++ == 0)
-            cr_log_info("cycle %d: %s", c, line);
-        cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
-        free(r);
-        tern_segment_close(e, seg);
-    }
-    cr_log_info("%d cycles, %d WRITEs of 16 MiB completed (the copies under way at the "
-                "unregister); bytes landed after the unregister returned in %d", CYCLES,
-                completed, landed);
+    int landed = unregister_while_copying(&p, e, CYCLES);
     cr_assert_eq(landed, 0, "bytes landed in A after its unregister returned, in %d of %d "
                  "cycles", landed, CYCLES);
     tern_engine_destroy(e);
@@ -444,33 +454,11 @@ Test(shm_integration, tern_allocated_memory_both_sides)
  * (as no_byte_lands_after_the_peer_unregistered, 50 cycles). */
 Test(shm_integration, no_byte_lands_after_unregister_mapped)
 {
-    enum { CYCLES = 50, N = 4, LEN = 16 << 20 };
+    enum { CYCLES = 50 };
     it_peer p;
     peer_start_mem(&p, "memfd");
     tern_engine *e = mapped_engine_new("    chunk_size: 16M\n    slice_size: 16M\n");
-    uint8_t *buf = local_buf(e, LEN);
-    memset(buf, 0x5A, LEN);
-    char line[128];
-    int landed = 0;
-    for (int c = 0; c < CYCLES; c++) {
-        peer_ask(&p, "REREG_A", line, sizeof line);
-        cr_assert_str_eq(line, "REREG ok\n");
-        tern_segment_id seg = open_expect(e, &p, "shm");
-        tern_batch *b = tern_batch_alloc(e, N);
-        cr_assert_not_null(b, "%s", tern_engine_last_error(e));
-        tern_request *r = same_writes(seg, buf, p.a, LEN, N);
-        cr_assert_eq(tern_batch_submit(b, r, N), N);
-        peer_ask(&p, "UNREG_A_LIVE", line, sizeof line);
-        cr_assert_str_eq(line, "UNREG ok\n", "cycle %d", c);
-        uint64_t waited;
-        (void)wait_after_kill(b, N, 30000, &waited);
-        peer_ask(&p, "CHECK_A", line, sizeof line);
-        if (strcmp(line, "A ok\n") != 0)
-            landed++;
-        cr_assert_eq(tern_batch_free(b), 0, "%s", tern_engine_last_error(e));
-        free(r);
-        tern_segment_close(e, seg);
-    }
+    int landed = unregister_while_copying(&p, e, CYCLES);
     cr_assert_gt(atomic_load(&mapped_lines), 0, "the peer's shared file was not mapped");
     cr_assert_eq(landed, 0, "bytes landed in A after its unregister returned, in %d of %d cycles",
                  landed, CYCLES);
