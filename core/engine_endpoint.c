@@ -294,15 +294,30 @@ static int connecting_wait(tern_xport *x, tern_connecting *c, char *err, size_t 
 
 #define UNREACH_KEEP_MS 1000 /* how long an UNREACHABLE outcome is shared */
 
+/* An UNREACHABLE outcome for key, segment seg as it is now (conn_lock and
+ * the segment's lock held): noted, or whether one was noted. */
+static void unreach_note(tern_xport *x, const tern_segment *seg, const char *key,
+                         const char *err)
+{
+    tern_strlcpy(x->unreach_key, key, sizeof x->unreach_key);
+    tern_strlcpy(x->unreach_err, err ? err : "", sizeof x->unreach_err);
+    x->unreach_seg = seg;
+    x->unreach_gen = seg->gen;
+    x->unreach_desc_gen = seg->desc_gen;
+    x->unreach_ms = tern_now_ms();
+}
+
+static int unreach_noted(const tern_xport *x, const tern_segment *seg, const char *key)
+{
+    return x->unreach_ms && tern_now_ms() - x->unreach_ms < UNREACH_KEEP_MS &&
+           x->unreach_seg == seg && x->unreach_gen == seg->gen &&
+           x->unreach_desc_gen == seg->desc_gen && strcmp(x->unreach_key, key) == 0;
+}
+
 /* The connecting thread publishes its outcome (conn_lock held). */
 static void connecting_finish(tern_xport *x, tern_connecting *c, int rc, const char *err)
 {
     connecting_remove(x, c);
-    if (rc == TERN_ERR_UNREACHABLE) {
-        tern_strlcpy(x->unreach_key, c->key, sizeof x->unreach_key);
-        tern_strlcpy(x->unreach_err, err ? err : "", sizeof x->unreach_err);
-        x->unreach_ms = tern_now_ms();
-    }
     c->done = 1;
     c->rc = rc;
     tern_strlcpy(c->err, rc && err ? err : "", sizeof c->err);
@@ -350,8 +365,7 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
                 pthread_mutex_unlock(&x->conn_lock);
                 return 0;
             }
-            if (x->unreach_ms && tern_now_ms() - x->unreach_ms < UNREACH_KEEP_MS &&
-                strcmp(x->unreach_key, key) == 0) { /* one connect per unreachable peer */
+            if (unreach_noted(x, seg, key)) { /* one connect per unreachable peer */
                 tern_errf(err, errlen, TERN_ERR_UNREACHABLE, "%s", x->unreach_err);
                 pthread_mutex_unlock(&x->conn_lock);
                 return TERN_ERR_UNREACHABLE;
@@ -387,6 +401,8 @@ int tern_endpoint_get(tern_xport *x, tern_segment *seg, const tern_path *path, v
              seg->name, rc ? ": " : "", rc ? err : "");
 
     pthread_mutex_lock(&x->conn_lock);
+    if (rc == TERN_ERR_UNREACHABLE)
+        unreach_note(x, seg, key, err);
     connecting_finish(x, c, rc, err);
     pthread_mutex_unlock(&x->conn_lock);
     return rc;

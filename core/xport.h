@@ -58,12 +58,17 @@ typedef struct tern_xport {
     pthread_mutex_t conn_lock;    /* `connecting` */
     pthread_cond_t conn_cond;
     tern_connecting *connecting;
-    /* under conn_lock: the last key whose connect ended UNREACHABLE, when,
-     * and why: a slice that comes for it in the next second (routed
-     * before its segment moved to another transport) gets that outcome
-     * instead of asking the transport again (engine_endpoint.c) */
+    /* under conn_lock: the last key whose connect ended UNREACHABLE, for
+     * which segment and descriptor (its slot, open generation and
+     * descriptor generation), when, and why: a slice that comes for the
+     * same in the next second (routed before its segment moved to another
+     * transport) gets that outcome instead of asking the transport again;
+     * a descriptor fetched since (a restarted peer) is asked afresh
+     * (engine_endpoint.c) */
     char unreach_key[400];
     char unreach_err[512];
+    const void *unreach_seg;
+    uint64_t unreach_gen, unreach_desc_gen;
     uint64_t unreach_ms;
     /* under conn_lock, kept by peer_check.c (handshake_confirm: false):
      * peers ("host:port") whose unconfirmed Connection was logged, and the
