@@ -2,15 +2,16 @@
  * file (the memory tern_alloc_memory hands out, docs/protocol.md,
  * "Memory tern allocates").
  *
- * The owner finds, at registration, the open file behind the range and
- * publishes its descriptor number, offset and inode in the table entry.  A
- * peer opens /proc/PID/fd/N (allowed where cross-memory attach is: the same
- * user), checks it is the inode published and that the owner sealed it
- * against shrinking (so a copy never touches a page past the end of the
- * file, which would be SIGBUS here), and maps it: a copy is then a memcpy
- * between two mappings, with no page pinned per copy.  Anything else -
- * private memory, a file not held open, a file not sealed, a mapping that
- * fails - is copied with cross-memory attach as before.  The checks of both
+ * The registering process finds, at registration, the open file behind
+ * the range and publishes its descriptor number, offset and inode in the
+ * table entry.  A peer opens /proc/PID/fd/N (allowed where cross-memory
+ * attach is: the same user), checks it is the inode published and that
+ * the file is sealed against shrinking (so a copy never touches a page
+ * past the end of the file, which would be SIGBUS here), and maps it: a
+ * copy is then a memcpy between two mappings, with no page pinned per
+ * copy.  Anything else - private memory, a file not held open, a file not
+ * sealed, a mapping that fails - is copied with cross-memory attach as
+ * before.  The checks of both
  * ranges against the current tables (shm_copy.c) are the same either way. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -26,7 +27,7 @@
 
 #include "shm_internal.h"
 
-/* ---- the owner: which open file backs a range ------------------------------- */
+/* ---- registering: which open file backs a range ---------------------------- */
 
 typedef struct backing {
     uint64_t start, end, off, ino;
