@@ -110,6 +110,7 @@ http-descriptor-64mib | - | #define HTTP_MAX_RESPONSE \KTERN_METASTORE_MAX_VALUE
 hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | && 0 && !keep_budget(s, c) | test_hostile | hostile/kept_notify_connections_leave_room_for_metadata
 memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
 mooncake-no-progress-floor | - | if \(\Kbelow_floor\(g, t0, done\)(?=\)) | 0 && below_floor(g, t0, done) | test_hostile | hostile/mooncake_port_budgets_silent_and_trickled
+mooncake-v1-read-unfenced | - | s->opcode == TERN_READ && \Kep->wr_applied == ep->wr_sent(?=\)\)) | 1 | test_mooncake_tcp_v0.3.10 | -
 shm-unregister-no-drain | - | if \(\Krc == 0 && shm_drain_wait\(ctx, seq(?=,) | 0 && shm_drain_wait(ctx, seq | test_shm_integration | shm_integration/no_byte_lands_after_the_peer_unregistered
 etcd-election-not-retried | - | if \(r\.status >= 500\)\n\s+\K\*retry = 2; | (void)0; | test_etcd_cluster | -
 route-ignores-op-caps | - | if \(\Kx->ops->caps & TERN_CAP_OP\(op\)(?=\)) | 1 | test_datapath | datapath/transport_without_write_is_never_sent_a_write

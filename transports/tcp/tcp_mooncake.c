@@ -520,6 +520,7 @@ typedef struct mc_worker {
     struct tcp_mc_ep *ep;
     pthread_t thread;
     int started;
+    int ordered; /* serves the ordered queue (worker 0) */
     int fd; /* guarded by ep->mu for shutdown() at close */
 } mc_worker;
 
@@ -532,7 +533,10 @@ struct tcp_mc_ep {
     int stopfd;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    tern_slice *head, *tail; /* queued, linked by plugin[0] */
+    tern_slice *head, *tail;   /* queued for any worker, linked by plugin[0] */
+    tern_slice *ohead, *otail; /* format 1: queued for the ordered worker only */
+    uint64_t wr_sent;          /* format 1: WRITEs handed to the ordered worker */
+    uint64_t wr_applied;       /* ...of which the target has surely applied */
     int closing;
     int nworkers;
     mc_worker *workers;
@@ -638,21 +642,53 @@ static int ep_recv(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
     return io_full(fd, ep->stopfd, s->local, s->length, 0, ep->h.io_timeout_ms);
 }
 
-/* Up to max queued slices (waits for the first); 0 once closing. */
-static int ep_take(tcp_mc_ep *ep, tern_slice **out, int max)
+static tern_slice *q_pop(tern_slice **head, tern_slice **tail)
+{
+    tern_slice *s = *head;
+    if (s && !(*head = s->plugin[0]))
+        *tail = NULL;
+    return s;
+}
+
+static void q_push(tern_slice **head, tern_slice **tail, tern_slice *s)
+{
+    s->plugin[0] = NULL;
+    if (*tail)
+        (*tail)->plugin[0] = s;
+    else
+        *head = s;
+    *tail = s;
+}
+
+/* Up to max queued slices (waits for the first); 0 once closing.  The
+ * ordered worker takes its own queue first, so its connection sees the
+ * format-1 requests in the order they were submitted. */
+static int ep_take(tcp_mc_ep *ep, const mc_worker *w, tern_slice **out, int max)
 {
     int n = 0;
     pthread_mutex_lock(&ep->mu);
-    while (!ep->head && !ep->closing)
+    while (!ep->head && !(w->ordered && ep->ohead) && !ep->closing)
         pthread_cond_wait(&ep->cv, &ep->mu);
-    while (!ep->closing && ep->head && n < max) {
-        out[n++] = ep->head;
-        ep->head = ep->head->plugin[0];
-    }
-    if (!ep->head)
-        ep->tail = NULL;
+    while (!ep->closing && w->ordered && ep->ohead && n < max)
+        out[n++] = q_pop(&ep->ohead, &ep->otail);
+    while (!ep->closing && ep->head && n < max)
+        out[n++] = q_pop(&ep->head, &ep->tail);
     pthread_mutex_unlock(&ep->mu);
     return n;
+}
+
+/* A READ that went through the ordered connection came back: every WRITE
+ * sent on it before that READ has been applied (the target serves one
+ * connection's requests in order). */
+static void ep_fence_passed(tcp_mc_ep *ep, const tern_slice *s)
+{
+    uint64_t fence = (uint64_t)(uintptr_t)s->plugin[1];
+    if (ep->v2 || s->opcode != TERN_READ || !fence)
+        return;
+    pthread_mutex_lock(&ep->mu);
+    if (fence > ep->wr_applied)
+        ep->wr_applied = fence;
+    pthread_mutex_unlock(&ep->mu);
 }
 
 static void worker_set_fd(mc_worker *w, int fd)
@@ -676,7 +712,7 @@ static void *ep_worker_main(void *arg)
     tcp_mc_ep *ep = w->ep;
     int fd = -1, n;
     tern_slice *s[MC_PIPE];
-    while ((n = ep_take(ep, s, MC_PIPE)) > 0) {
+    while ((n = ep_take(ep, w, s, MC_PIPE)) > 0) {
         const char *why = "connect failed";
         int rc = 0, sent = 0, done = 0;
         if (fd < 0 && (rc = ep_connect_fd(ep, &fd)) == 0)
@@ -684,8 +720,10 @@ static void *ep_worker_main(void *arg)
         for (; !rc && sent < n; sent++)
             rc = ep_send(ep, fd, s[sent], &why);
         for (; !rc && done < sent; done++)
-            if ((rc = ep_recv(ep, fd, s[done], &why)) == 0)
+            if ((rc = ep_recv(ep, fd, s[done], &why)) == 0) {
+                ep_fence_passed(ep, s[done]);
                 slice_done(ep, s[done], 0, NULL);
+            }
         if (!rc)
             continue;
         if (fd >= 0) {
@@ -737,13 +775,14 @@ int tcp_mc_ep_open(const tcp_mc_hooks *h, const char *host, uint16_t port, int v
     pthread_mutex_init(&ep->mu, NULL);
     pthread_cond_init(&ep->cv, NULL);
     ep->workers = ws;
-    /* Format 1 acknowledges nothing: a WRITE is done when it is sent.  One
-     * connection keeps the peer's order (it serves a connection's requests
-     * one after another), so a READ after a WRITE sees the written bytes. */
-    ep->nworkers = !ep->v2 || nconn < 1 ? 1 : nconn;
+    /* Every format uses nconn connections.  Format 1 acknowledges nothing (a
+     * WRITE is done when it is sent), so its order rests on one connection:
+     * see tcp_mc_ep_submit. */
+    ep->nworkers = nconn < 1 ? 1 : nconn;
     for (int i = 0; i < ep->nworkers; i++) {
         ws[i].ep = ep;
         ws[i].fd = -1;
+        ws[i].ordered = i == 0;
         ws[i].started = pthread_create(&ws[i].thread, NULL, ep_worker_main, &ws[i]) == 0;
     }
     if (ep->stopfd < 0 || !ws[0].started) {
@@ -755,6 +794,28 @@ int tcp_mc_ep_open(const tcp_mc_hooks *h, const char *host, uint16_t port, int v
     return 0;
 }
 
+/* Where a slice waits (ep->mu held).  Format 2 acknowledges each request,
+ * so any connection will do.  Format 1 only says "sent": its WRITEs all go
+ * down the ordered connection, and so does every READ while a WRITE sent
+ * there is not yet known to be applied; that READ coming back proves it
+ * (ep_fence_passed).  A READ submitted after a WRITE completed thus sees
+ * its bytes, and READs spread over every connection again once the last
+ * WRITE is fenced.  Requests in flight together have no order, as with
+ * tern's own format. */
+static void ep_queue(tcp_mc_ep *ep, tern_slice *s)
+{
+    s->plugin[1] = NULL;
+    if (ep->v2 || (s->opcode == TERN_READ && ep->wr_applied == ep->wr_sent)) {
+        q_push(&ep->head, &ep->tail, s);
+        return;
+    }
+    if (s->opcode == TERN_WRITE)
+        ep->wr_sent++;
+    else
+        s->plugin[1] = (void *)(uintptr_t)ep->wr_sent;
+    q_push(&ep->ohead, &ep->otail, s);
+}
+
 int tcp_mc_ep_submit(tcp_mc_ep *ep, tern_slice *const *slices, int n)
 {
     if (!ep || n < 0 || (n && !slices))
@@ -764,14 +825,8 @@ int tcp_mc_ep_submit(tcp_mc_ep *ep, tern_slice *const *slices, int n)
         pthread_mutex_unlock(&ep->mu);
         return TERN_ERR_CLOSED;
     }
-    for (int i = 0; i < n; i++) {
-        slices[i]->plugin[0] = NULL;
-        if (ep->tail)
-            ep->tail->plugin[0] = slices[i];
-        else
-            ep->head = slices[i];
-        ep->tail = slices[i];
-    }
+    for (int i = 0; i < n; i++)
+        ep_queue(ep, slices[i]);
     pthread_cond_broadcast(&ep->cv);
     pthread_mutex_unlock(&ep->mu);
     return n; /* all taken (the vtable's contract: the number accepted) */
@@ -787,8 +842,12 @@ void tcp_mc_ep_close(tcp_mc_ep *ep)
     for (int i = 0; i < ep->nworkers; i++)
         if (ep->workers[i].fd >= 0)
             shutdown(ep->workers[i].fd, SHUT_RDWR);
-    tern_slice *left = ep->head;
-    ep->head = ep->tail = NULL;
+    tern_slice *left = ep->ohead;
+    if (ep->otail)
+        ep->otail->plugin[0] = ep->head;
+    else
+        left = ep->head;
+    ep->head = ep->tail = ep->ohead = ep->otail = NULL;
     pthread_cond_broadcast(&ep->cv);
     pthread_mutex_unlock(&ep->mu);
     if (ep->stopfd >= 0 && write(ep->stopfd, &one, sizeof one) < 0) { /* cannot fail */
