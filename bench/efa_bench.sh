@@ -6,6 +6,8 @@
 #                               C loop compiled here)
 #   efa/tcp (tcp;ofi_rxm)   vs  tern's TCP transport and iperf3 (1 stream)
 #   slice size 64K vs 1M on efa/tcp and efa/shm
+#   efa/shm with its default rails vs one rail (one endpoint and progress
+#   thread; docs/protocol.md, "efa rails")
 #
 # tern-bench: --op write (OPS to change), block 1 MiB, batch 16, 1 thread,
 # SECONDS_PER_RUN seconds (default 5); a small working set (2 batches) like
@@ -81,6 +83,7 @@ conf efa-tcp-1M "$EFA_TCP" 1M
 conf efa-shm "$EFA_SHM"
 conf efa-shm-64K "$EFA_SHM" 64K
 conf efa-shm-1M "$EFA_SHM" 1M
+conf efa-shm-rails1 "$EFA_SHM"$'    rails: 1\n'
 printf 'server_name: 127.0.0.1:0\nmetadata: p2p\nlog_level: warn\ntransports:\n  - name: tcp\n' >"$WORK/tcp.yaml"
 
 # Sets SEG to the target's segment name.  Not called in $(...): a subshell
@@ -99,6 +102,7 @@ start_target() { # config
 }
 start_target efa-tcp; SEG_EFA_TCP=$SEG
 start_target efa-shm; SEG_EFA_SHM=$SEG
+start_target efa-shm-rails1; SEG_EFA_SHM1=$SEG
 start_target tcp; SEG_TCP=$SEG
 IPORT=$(free_port)
 iperf3 -s -B 127.0.0.1 -p "$IPORT" >"$WORK/iperf3-server.log" 2>&1 &
@@ -129,6 +133,8 @@ IPERF=$(run_iperf3)
 for op in $OPS; do
     shm=$(run_tern efa-shm "$SEG_EFA_SHM" "$op")
     row "efa/shm $op vs memcpy" "$shm" "$MEMCPY" "$(ratio "$shm" "$MEMCPY")"
+    shm1=$(run_tern efa-shm-rails1 "$SEG_EFA_SHM1" "$op")
+    row "efa/shm $op rails default vs 1" "$shm" "$shm1" "$(ratio "$shm" "$shm1")"
     etcp=$(run_tern efa-tcp "$SEG_EFA_TCP" "$op")
     tcp=$(run_tern tcp "$SEG_TCP" "$op")
     row "efa/tcp $op vs tcp transport" "$etcp" "$tcp" "$(ratio "$etcp" "$tcp")"

@@ -29,7 +29,9 @@ static const char *yaml_for(const char *list)
         const char *entry = !strcmp(t, "efa-tcp")   ? "  - name: efa\n    provider: tcp\n"
                                                       "    iface: lo\n"
                             : !strcmp(t, "efa-shm") ? "  - name: efa\n    provider: shm\n"
-                                                    : "  - name: tcp\n";
+                            : !strcmp(t, "efa-shm-rails3")
+                                ? "  - name: efa\n    provider: shm\n    rails: 3\n"
+                                : "  - name: tcp\n";
         used += (size_t)snprintf(yaml + used, sizeof yaml - used, "%s", entry);
     }
     return yaml;
@@ -70,6 +72,51 @@ static void data_path(const char *list)
 }
 
 Test(efa_integration, data_path_provider_tcp) { data_path("efa-tcp"); }
+
+/* Operations the efa transport posted on each of its devices, from its
+ * status line ("; <name>: ... posted N, ..."), in device order. */
+static int posted_per_device(tern_engine *e, unsigned long long *out, int max)
+{
+    tern_xport *x = &e->xports[0];
+    char q[4096] = "";
+    int n = 0;
+    cr_assert_eq(x->ops->query(x->pl->ctx, "", q, sizeof q), 0);
+    for (const char *at = q; n < max && (at = strstr(at, ", posted ")) != NULL; at++)
+        out[n++] = strtoull(at + 9, NULL, 10);
+    return n;
+}
+
+/* rails: 3 on both sides: three endpoints (devices "shm", "shm.r1",
+ * "shm.r2"), each with its own progress thread; the core spreads slices
+ * over the device pairs, so every rail posts, and every byte lands. */
+Test(efa_integration, rails_spread_byte_exact_provider_shm)
+{
+    it_peer p;
+    tern_engine *e = engine_new("efa-shm-rails3");
+    tern_xport *x = &e->xports[0];
+    tern_device_info dev[TERN_MAX_DEVICES];
+    int nd = x->ops->devices(x->pl->ctx, dev, TERN_MAX_DEVICES);
+    cr_assert_eq(nd, 3, "rails: 3 must give three devices, got %d", nd);
+    cr_assert_str_eq(dev[0].name, "shm");
+    cr_assert_str_eq(dev[1].name, "shm.r1");
+    cr_assert_str_eq(dev[2].name, "shm.r2");
+    peer_start(&p, PEER_PATH, "efa-shm-rails3");
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    size_t cap = (16u << 20) + 8192;
+    uint8_t *src = local_buf(e, cap), *dst = local_buf(e, cap);
+    const uint64_t sizes[] = {1, 65536, 65537, (16u << 20) + 3};
+    it_write_read_sizes(e, seg, &p, src, dst, sizes, sizeof sizes / sizeof *sizes, 5,
+                        IT_PATTERN, "efa-shm-rails3");
+    unsigned long long posted[TERN_MAX_DEVICES];
+    int n = posted_per_device(e, posted, TERN_MAX_DEVICES);
+    cr_assert_eq(n, 3, "status names %d devices", n);
+    for (int i = 0; i < n; i++)
+        cr_assert_gt(posted[i], 0, "rail %d (%s) posted nothing: slices were not spread", i,
+                     dev[i].name);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}
 Test(efa_integration, data_path_provider_shm) { data_path("efa-shm"); }
 
 static void refused(const char *list)
@@ -201,9 +248,11 @@ static void killed(const char *list)
      * still exists, so no engine (other tests run beside this one) removes
      * its region yet. */
     int shm = !strcmp(list, "efa-shm");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* its default rails, one region each */
+    int rails = cpus < 1 ? 1 : cpus > 4 ? 4 : (int)cpus;
     if (shm)
-        cr_assert_eq(shm_regions_of(p.pid), 1, "the killed target's shm region should "
-                     "still be in /dev/shm (SIGKILL runs no cleanup)");
+        cr_assert_eq(shm_regions_of(p.pid), rails, "the killed target's %d shm regions "
+                     "should still be in /dev/shm (SIGKILL runs no cleanup)", rails);
     peer_reap(&p);
     tern_segment_close(e, seg);
     skip_if_provider_spins(e, list, "(before a new target)");
@@ -213,7 +262,7 @@ static void killed(const char *list)
     peer_start(&q, PEER_PATH, list);
     tern_segment_id seg2 = open_expect(e, &q, "efa");
     if (shm)
-        cr_assert_eq(shm_regions_of(p.pid), 0, "the killed target's shm region is still in "
+        cr_assert_eq(shm_regions_of(p.pid), 0, "the killed target's shm regions are still in "
                      "/dev/shm after a new engine started");
     uint8_t *dst = local_buf(e, 1 << 20);
     write_read_back(e, seg2, src, dst, q.a, 1 << 20, NULL);

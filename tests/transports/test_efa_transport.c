@@ -175,8 +175,11 @@ static const tern_transport *th_load(void **dl)
     return t;
 }
 
-/* Provider tcp stays on loopback: iface lo. */
-static int th_open(th_inst *in, const char *provider, int io_timeout_ms)
+/* Provider tcp stays on loopback: iface lo.  These tests drive one
+ * endpoint pair by hand, so one rail (test_efa_integration spreads over
+ * several, and rails_default_per_provider checks the default). */
+static int th_open_rails(th_inst *in, const char *provider, int io_timeout_ms,
+                         const char *rails)
 {
     memset(in, 0, sizeof *in);
     in->t = th_load(&in->dl);
@@ -184,12 +187,19 @@ static int th_open(th_inst *in, const char *provider, int io_timeout_ms)
     in->h.vals[0] = provider;
     in->h.keys[1] = "slice_size";
     in->h.vals[1] = "1M";
+    in->h.keys[2] = "rails";
+    in->h.vals[2] = rails;
     if (!strcmp(provider, "tcp")) {
-        in->h.keys[2] = "iface";
-        in->h.vals[2] = "lo";
+        in->h.keys[3] = "iface";
+        in->h.vals[3] = "lo";
     }
     th_services(&in->s, &in->h, io_timeout_ms);
     return in->t->init(&in->s, &in->ctx, in->err, sizeof in->err);
+}
+
+static int th_open(th_inst *in, const char *provider, int io_timeout_ms)
+{
+    return th_open_rails(in, provider, io_timeout_ms, "1");
 }
 
 static void th_close(th_inst *in)
@@ -677,6 +687,29 @@ Test(efa_transport, identity_and_devices)
     char q[512];
     cr_assert_eq(in.t->query(in.ctx, "", q, sizeof q), 0);
     cr_assert(strstr(q, "tcp;ofi_rxm"), "query: %s", q);
+    th_close(&in);
+}
+
+/* rails 0 (the default): shm gets one endpoint per online CPU, at most 4,
+ * named "shm", "shm.r1", ...; a NIC provider (tcp here) keeps one. */
+Test(efa_transport, rails_default_per_provider)
+{
+    th_inst in;
+    tern_device_info dev[TERN_MAX_DEVICES];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cpus < 1 ? 1 : cpus > 4 ? 4 : (int)cpus;
+    if (th_open_rails(&in, "shm", 3000, "0"))
+        cr_skip_test("provider shm cannot start here: %s", in.err);
+    int n = in.t->devices(in.ctx, dev, TERN_MAX_DEVICES);
+    cr_assert_eq(n, want, "shm with %ld CPUs: %d devices, want %d", cpus, n, want);
+    for (int i = 1; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "shm.r%d", i);
+        cr_assert_str_eq(dev[i].name, name);
+    }
+    th_close(&in);
+    cr_assert_eq(th_open_rails(&in, "tcp", 3000, "0"), 0, "%s", in.err);
+    cr_assert_eq(in.t->devices(in.ctx, dev, TERN_MAX_DEVICES), 1);
     th_close(&in);
 }
 

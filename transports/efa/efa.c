@@ -41,10 +41,26 @@
     X(efa_ctx, iface, "iface", TERN_OPT_STRING, 0, 0, NULL, NULL,                          \
       "only use the device/domain with this name (e.g. lo for provider tcp)")              \
     X(efa_ctx, max_inflight, "max_inflight", TERN_OPT_INT, 1, 65536, NULL, "256",          \
-      "slices in flight per engine before submit pushes back")
+      "slices in flight per engine before submit pushes back")                              \
+    X(efa_ctx, rails, "rails", TERN_OPT_INT, 0, 16, NULL, "0",                               \
+      "endpoints per device, each with its own progress thread; the core spreads slices "  \
+      "over them like NICs (0: shm one per online CPU, at most 4; other providers 1)")
 
 static const tern_option efa_options[] = {EFA_OPTIONS(TERN_KIT_OPTION) TERN_KIT_OPTIONS_END};
 static const tern_kit_field efa_fields[] = {EFA_OPTIONS(TERN_KIT_FIELD) TERN_KIT_FIELDS_END};
+
+/* libfabric's shm provider copies a large RMA with cross-memory attach in
+ * the progress of the side that receives its command, one copy at a time
+ * per endpoint: one endpoint moves what one core can pin and copy.  Several
+ * endpoints, each progressed by its own thread, copy in parallel
+ * (docs/protocol.md, "efa rails").  A NIC provider is not bound that way. */
+static int efa_default_rails(const char *prov_name)
+{
+    if (strcmp(prov_name, "shm") != 0)
+        return 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 4 ? 4 : (int)n;
+}
 
 static void efa_read_options(efa_ctx *c)
 {
@@ -54,10 +70,52 @@ static void efa_read_options(efa_ctx *c)
     efa_map_provider(c->provider, c->prov_name, sizeof c->prov_name);
     if (c->max_inflight < 1)
         c->max_inflight = EFA_DEFAULT_INFLIGHT;
+    if (c->rails < 1)
+        c->rails = efa_default_rails(c->prov_name);
     c->timeout_ms = c->host && c->host->io_timeout_ms > 0 ? c->host->io_timeout_ms : 30000;
 }
 
 static void efa_fini(void *ctx);
+
+/* Device k of the transport: rail (k % rails) of picked fi_info k / rails.
+ * Rail 0 keeps the domain's name, rail r is "<domain>.r<r>". */
+static int efa_open_device(efa_ctx *c, efa_dev *d, int k, const struct fi_info *fi, char *err,
+                           size_t errlen)
+{
+    unsigned rail = (unsigned)(k % c->rails) & 15u; /* rails <= 16 */
+    d->ctx = c;
+    d->index = k;
+    d->ops.next = d->ops.prev = &d->ops;
+    d->posting.next = d->posting.prev = &d->posting;
+    atomic_init(&d->next_key, 1);
+    pthread_mutex_init(&d->fi_lock, NULL);
+    pthread_mutex_init(&d->ops_lock, NULL);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* the progress thread reads all the time: let av changes in */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&d->av_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    c->ndev = k + 1;
+    d->info = fi_dupinfo(fi);
+    if (!d->info)
+        return TERN_ERR_NOMEM;
+    if (rail)
+        snprintf(d->dinfo.name, sizeof d->dinfo.name, "%.*s.r%u",
+                 (int)sizeof d->dinfo.name - 5, fi->domain_attr->name, rail);
+    else
+        snprintf(d->dinfo.name, sizeof d->dinfo.name, "%s", fi->domain_attr->name);
+    efa_sysfs_path(c, fi, &d->dinfo);
+    int rc = efa_dev_open(d, err, errlen);
+    if (rc)
+        return rc;
+    if (pthread_create(&d->thread, NULL, efa_progress_main, d)) {
+        snprintf(err, errlen, "cannot start the progress thread of %s", d->dinfo.name);
+        return TERN_ERR_NOMEM;
+    }
+    d->thread_started = 1;
+    return 0;
+}
 
 static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t errlen)
 {
@@ -68,38 +126,15 @@ static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t 
                  c->iface[0] ? " named " : "", c->iface);
         return TERN_ERR_NOT_FOUND;
     }
-    c->devs = calloc((size_t)n, sizeof *c->devs);
+    if (n * c->rails > TERN_MAX_DEVICES)
+        n = TERN_MAX_DEVICES / c->rails;
+    c->devs = calloc((size_t)(n * c->rails), sizeof *c->devs);
     if (!c->devs)
         return TERN_ERR_NOMEM;
-    for (int k = 0; k < n; k++) {
-        efa_dev *d = &c->devs[k];
-        d->ctx = c;
-        d->index = k;
-        d->ops.next = d->ops.prev = &d->ops;
-        d->posting.next = d->posting.prev = &d->posting;
-        atomic_init(&d->next_key, 1);
-        pthread_mutex_init(&d->fi_lock, NULL);
-        pthread_mutex_init(&d->ops_lock, NULL);
-        pthread_rwlockattr_t ra;
-        pthread_rwlockattr_init(&ra);
-        /* the progress thread reads all the time: let av changes in */
-        pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&d->av_lock, &ra);
-        pthread_rwlockattr_destroy(&ra);
-        c->ndev = k + 1;
-        d->info = fi_dupinfo(picked[k]);
-        if (!d->info)
-            return TERN_ERR_NOMEM;
-        snprintf(d->dinfo.name, sizeof d->dinfo.name, "%s", picked[k]->domain_attr->name);
-        efa_sysfs_path(c, picked[k], &d->dinfo);
-        int rc = efa_dev_open(d, err, errlen);
+    for (int k = 0; k < n * c->rails; k++) {
+        int rc = efa_open_device(c, &c->devs[k], k, picked[k / c->rails], err, errlen);
         if (rc)
             return rc;
-        if (pthread_create(&d->thread, NULL, efa_progress_main, d)) {
-            snprintf(err, errlen, "cannot start the progress thread of %s", d->dinfo.name);
-            return TERN_ERR_NOMEM;
-        }
-        d->thread_started = 1;
     }
     return 0;
 }
@@ -140,8 +175,9 @@ static int efa_init(const tern_host_services *host, void **out, char *err, size_
         efa_fini(c);
         return rc;
     }
-    efa_log(c, TERN_LOG_INFO, "provider %s, %d device(s), first %s, mr_mode 0x%llx%s",
-            c->prov_name, c->ndev, c->devs[0].dinfo.name,
+    efa_log(c, TERN_LOG_INFO, "provider %s, %d device(s) (%d rail%s each), first %s, "
+            "mr_mode 0x%llx%s", c->prov_name, c->ndev, c->rails, c->rails == 1 ? "" : "s",
+            c->devs[0].dinfo.name,
             (unsigned long long)c->devs[0].mr_mode,
             c->devs[0].serialise ? ", serialised" : "");
     *out = c;

@@ -118,6 +118,7 @@ typedef struct efa_ctx {
     char iface[64];
     uint64_t slice_size;
     int max_inflight;
+    int rails;                  /* endpoints per device (efa_dev each) */
     int timeout_ms;
     efa_dev *devs;
     int ndev;

@@ -248,6 +248,13 @@ static void efa_dev_recycle(efa_dev *d)
 
 /* Progress thread: keeps the provider moving (manual data progress, also as
  * a passive target), parks completions, and times out lost operations. */
+/* A progress call longer than this did a peer's work (an empty one costs
+ * well under a microsecond); after work, yield rather than sleep for a
+ * while: a sleep costs tens of microseconds per step of the peer's
+ * protocol (shm's segmented READ takes several). */
+#define EFA_BUSY_CALL_US 4
+#define EFA_LINGER_MS 2
+
 void *efa_progress_main(void *arg)
 {
     efa_dev *d = arg;
@@ -260,11 +267,13 @@ void *efa_progress_main(void *arg)
         /* Without a wait object a passive target sees no completion of its
          * own: a progress call that took long did work for a peer (shm
          * copies inside it), so keep polling hard while that goes on. */
-        int busy = !d->cq_waitable && tern_kit_now_us() - t0 > 20;
+        int busy = !d->cq_waitable && tern_kit_now_us() - t0 > EFA_BUSY_CALL_US;
         if (got || busy || atomic_load(&c->inflight) > 0) {
             last_work = now;
             if (!got && (!d->cq_waitable || d->serialise))
                 sched_yield();
+        } else if ((!d->cq_waitable || d->serialise) && now - last_work < EFA_LINGER_MS) {
+            sched_yield(); /* a peer's next command is likely microseconds away */
         } else if (!d->cq_waitable || d->serialise) {
             /* No wait object: keep polling (a passive target must progress
              * too) but back off the longer we are idle. */

@@ -31,6 +31,8 @@ static char *efa_peer_yaml(const char *list)
             entry = "  - name: efa\n    provider: tcp\n    iface: lo\n";
         else if (!strcmp(t, "efa-shm"))
             entry = "  - name: efa\n    provider: shm\n";
+        else if (!strcmp(t, "efa-shm-rails3"))
+            entry = "  - name: efa\n    provider: shm\n    rails: 3\n";
         else if (!strcmp(t, "tcp"))
             entry = "  - name: tcp\n";
         else
