@@ -143,6 +143,7 @@ static int out_reply(tcp_srv_conn *c, const tcp_req *q, int status)
 static void srv_progress(tcp_srv_conn *c, size_t n)
 {
     c->win_bytes += n;
+    c->moved += n;
     c->starved = 0;
     c->last_bytes_ms = tern_kit_now_ms();
 }
@@ -580,6 +581,7 @@ static void srv_pump(tcp_srv_conn *c)
     for (int round = 0; round < 64; round++) {
         int st = c->state;
         size_t owed = c->outlen - c->outoff;
+        uint64_t moved = c->moved;
         int rc = srv_read(c);
         if (rc == 0)
             rc = srv_write(c);
@@ -594,7 +596,11 @@ static void srv_pump(tcp_srv_conn *c)
             tcp_srv_close(c, TERN_LOG_DEBUG, NULL);
             return;
         }
-        if (c->state == st && c->outlen - c->outoff == owed)
+        /* A whole request served (header in, data out) leaves the state
+         * where it was: the bytes moved tell that apart from a socket that
+         * took nothing, so the next request waiting in the read-ahead
+         * buffer is served now, not after another epoll_wait. */
+        if (c->state == st && c->outlen - c->outoff == owed && c->moved == moved)
             break; /* nothing moved: wait for the socket */
         if (c->starved)
             break;

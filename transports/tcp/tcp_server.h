@@ -38,6 +38,7 @@ struct tcp_srv_conn {
     uint8_t ra[1024];                /* read ahead: a small request and its data in one read */
     size_t ra_off, ra_len;
     uint64_t born_ms, win_start, win_bytes, last_bytes_ms;
+    uint64_t moved;                /* bytes through the socket, either way (srv_pump) */
     uint8_t *drain;
     uint8_t *bounce;                 /* GPU memory: TCP_GPU_CHUNK bytes */
     int bounce_pinned;               /* from the host service pinned_alloc */
