@@ -111,7 +111,7 @@ hs-keeps-unproven-notify | - | if \(c->keep \K&& !keep_budget\(s, c\)(?=\)) | &&
 memory-publish-waits-for-store | - | rc = later \? \Ktern_metadata_publish_async(?=\(e->md) | tern_metadata_publish | test_metadata_http | http/hanging_store_stalls_neither_register_nor_transfers
 mooncake-no-progress-floor | - | if \(\Kbelow_floor\(g, t0, done\)(?=\)) | 0 && below_floor(g, t0, done) | test_hostile | hostile/mooncake_port_budgets_silent_and_trickled
 mooncake-v1-read-unfenced | - | s->opcode == TERN_READ && \Kep->wr_applied == ep->wr_sent(?=\)\)) | 1 | test_mooncake_tcp_v0.3.10 | -
-efa-shm-one-rail | - | return n < 1 \? 1 : n > 4 \? 4 : \K\(int\)n(?=;) | 1 | test_efa_transport | efa_transport/rails_default_per_provider
+efa-shm-one-rail | - | return strcmp\(prov_name, "shm"\) == 0 \? \KEFA_SHM_RAILS(?= : 1;) | 1 | test_efa_transport | efa_transport/rails_default_per_provider
 efa-rails-names-repeat | - | "%\.\*s\.r%u",\n\s+\(int\)sizeof d->dinfo\.name - 5, fi->domain_attr->name, \Krail(?=\);) | 1u | test_efa_integration | efa_integration/rails_spread_byte_exact_provider_shm
 shm-unregister-no-drain | - | if \(\Krc == 0 && shm_drain_wait\(ctx, seq(?=,) | 0 && shm_drain_wait(ctx, seq | test_shm_integration | shm_integration/no_byte_lands_after_the_peer_unregistered
 etcd-election-not-retried | - | if \(r\.status >= 500\)\n\s+\K\*retry = 2; | (void)0; | test_etcd_cluster | -
