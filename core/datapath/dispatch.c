@@ -165,7 +165,10 @@ static int route_connect(tern_engine *e, tern_cslice *cs, char *err, size_t errl
         tern_cslice *p = list;
         list = p->next;
         p->next = NULL;
-        if (rc == 0 || rc == TERN_ROUTE_SEG_CLOSED) /* route again: endpoint or verdict */
+        /* The verdict is on cs's transport.  One that parked after the peer
+         * moved to another (a fallback racing this connect) is routed
+         * again; given this verdict it would leave a transport that works. */
+        if (rc == 0 || rc == TERN_ROUTE_SEG_CLOSED || p->x != cs->x)
             tern_dpq_push(e->dp, p, 0);
         else
             route_failed(e, p, rc, err);
