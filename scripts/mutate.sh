@@ -115,7 +115,9 @@ efa-shm-one-rail | - | return strcmp\(prov_name, "shm"\) == 0 \? \KEFA_SHM_RAILS
 efa-rails-names-repeat | - | "%\.\*s\.r%u",\n\s+\(int\)sizeof d->dinfo\.name - 5, fi->domain_attr->name, \Krail(?=\);) | 1u | test_efa_integration | efa_integration/rails_spread_byte_exact_provider_shm
 shm-unregister-no-drain | - | if \(\Krc == 0 && shm_drain_wait\(ctx, seq(?=,) | 0 && shm_drain_wait(ctx, seq | test_shm_integration | shm_integration/no_byte_lands_after_the_peer_unregistered
 etcd-election-not-retried | - | if \(r\.status >= 500\)\n\s+\K\*retry = 2; | (void)0; | test_etcd_cluster | -
+# (a race the test provokes for 10 s: caught in 9 of the 10 runs measured without ASan)
 parked-verdict-across-transports | - | rc == TERN_ROUTE_SEG_CLOSED\K \|\| p->x != cs->x(?=\)) |  | test_datapath | datapath/slices_racing_a_fallback_all_complete
+app-thread-moves-the-peer | - | if \(h == TERN_HEAL_FALLBACK && \K!worker(?=\) \{) | 0 | test_datapath | datapath/submit_does_not_wait_for_a_connect_in_flight
 route-ignores-op-caps | - | if \(\Kx->ops->caps & TERN_CAP_OP\(op\)(?=\)) | 1 | test_datapath | datapath/transport_without_write_is_never_sent_a_write
 caps-no-default-for-1.0 | - | t->caps \|= \KTERN_CAP_READ \| TERN_CAP_WRITE(?=;) | 0 | test_datapath | datapath/abi10_plugin_built_against_the_old_header_moves_data
 multi-device-bit-ignored | - | if \(p->ndevices > 1 && \K!\(p->ops->caps & TERN_CAP_MULTI_DEVICE\)(?=\)) | 0 | test_loader | loader/several_devices_without_the_multi_device_bit_use_the_first

@@ -114,7 +114,10 @@ static int fall_back(tern_engine *e, tern_cslice *cs, const char *msg)
     return -1;
 }
 
-static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *err)
+/* worker: 0 on the application thread, which hands a fallback on: moving
+ * the peer takes the segment's write lock, which a worker's connect holds
+ * for reading for as long as that connect lasts. */
+static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *err, int worker)
 {
     if (rc == TERN_ROUTE_SEG_CLOSED) {
         tern_cslice_fail(cs, TERN_ERR_CLOSED, err);
@@ -126,7 +129,11 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
     }
     cs->s.ep = NULL;
     tern_heal h = tern_heal_next(e, cs, rc, err);
-    if (h == TERN_HEAL_FALLBACK) {
+    if (h == TERN_HEAL_FALLBACK && !worker) {
+        tern_strlcpy(cs->s.errmsg, err, sizeof cs->s.errmsg);
+        cs->unreach = 1; /* a worker moves the peer (work_heal) */
+        tern_dpq_push(e->dp, cs, 0);
+    } else if (h == TERN_HEAL_FALLBACK) {
         if (fall_back(e, cs, err) == 0)
             tern_dpq_push(e->dp, cs, 0); /* the next transport: no attempt spent */
     } else if (h == TERN_HEAL_RANGE) {
@@ -156,6 +163,11 @@ static int route_connect(tern_engine *e, tern_cslice *cs, char *err, size_t errl
     seg->connecting = 1;
     pthread_mutex_unlock(&seg->park_lock);
     int rc = tern_route(cs, 1, err, errlen);
+    /* A failed attempt starts the peer's backoff before this connect is
+     * seen to end: a slice arriving just after it waits that out instead of
+     * connecting again (one connect per wave, not per latecomer). */
+    if (rc < 0 && tern_heal_class(rc) == TERN_HEAL_PEER)
+        tern_heal_peer_failed(e, seg, rc, err);
     pthread_mutex_lock(&seg->park_lock);
     tern_cslice *list = seg->parked;
     seg->parked = NULL;
@@ -171,7 +183,7 @@ static int route_connect(tern_engine *e, tern_cslice *cs, char *err, size_t errl
         if (rc == 0 || rc == TERN_ROUTE_SEG_CLOSED || p->x != cs->x)
             tern_dpq_push(e->dp, p, 0);
         else
-            route_failed(e, p, rc, err);
+            route_failed(e, p, rc, err, 1);
     }
     return rc;
 }
@@ -198,7 +210,7 @@ void tern_dispatch(tern_engine *e, tern_cslice **v, size_t n, int connect)
         else if (rc == 0)
             v[ready++] = cs;
         else if (rc != TERN_ROUTE_CONNECT)
-            route_failed(e, cs, rc, err);
+            route_failed(e, cs, rc, err, connect);
     }
     if (ready > 1)
         qsort(v, ready, sizeof *v, by_endpoint);
@@ -321,6 +333,7 @@ static int work_heal(tern_engine *e, tern_cslice *cs)
         if (fall_back(e, cs, cs->s.errmsg[0] ? tern_xport_msg(cs->x, cs->s.errmsg)
                                               : "the transport cannot reach the peer") != 0)
             return -1;
+        cs->s.errmsg[0] = '\0'; /* said of the transport it left */
     }
     return 0;
 }

@@ -11,6 +11,16 @@
 #include "stats.h"
 #include "util.h"
 
+uint64_t tern_heal_peer_failed(tern_engine *e, tern_segment *seg, int code, const char *why)
+{
+    uint64_t before = atomic_load(&seg->fail_epoch);
+    uint64_t epoch = tern_segment_failed(seg, code, why);
+    if (epoch > before) /* once per backoff window, not once per slice */
+        tern_log(&e->log, TERN_LOG_DEBUG, "segment %s: attempt failed (%s); the next one "
+                 "after a backoff and a descriptor refetch", seg->name, why);
+    return epoch;
+}
+
 tern_heal tern_heal_next(tern_engine *e, tern_cslice *cs, int code, const char *why)
 {
     tern_heal h = tern_heal_class(code);
@@ -20,13 +30,8 @@ tern_heal tern_heal_next(tern_engine *e, tern_cslice *cs, int code, const char *
         tern_cslice_fail(cs, code, why);
         return h;
     }
-    if (h == TERN_HEAL_PEER) { /* an attempt on the peer failed: back off, share it */
-        uint64_t before = atomic_load(&cs->seg->fail_epoch);
-        cs->epoch = tern_segment_failed(cs->seg, code, why);
-        if (cs->epoch > before) /* once per backoff window, not once per slice */
-            tern_log(&e->log, TERN_LOG_DEBUG, "segment %s: attempt failed (%s); the next "
-                     "one after a backoff and a descriptor refetch", cs->seg->name, why);
-    }
+    if (h == TERN_HEAL_PEER) /* an attempt on the peer failed: back off, share it */
+        cs->epoch = tern_heal_peer_failed(e, cs->seg, code, why);
     if (cs->attempt >= e->cfg->retries) {
         tern_cslice_fail(cs, code, why);
         return h;

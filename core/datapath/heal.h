@@ -12,4 +12,8 @@
  * worker) or must queue the slice (the completion path). */
 tern_heal tern_heal_next(tern_engine *e, tern_cslice *cs, int code, const char *why);
 
+/* An attempt on seg failed (a PEER-class code): its shared backoff starts,
+ * logged once per backoff window.  The failure epoch it belongs to. */
+uint64_t tern_heal_peer_failed(tern_engine *e, tern_segment *seg, int code, const char *why);
+
 #endif

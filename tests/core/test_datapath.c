@@ -8,6 +8,7 @@
  * The transports are builds of tests/support/plugins/hsloop.c (see
  * tests/support/CMakeLists.txt) and plugins/memcpy. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,79 @@ Test(datapath, transport_without_write_is_never_sent_a_write)
         move_and_check(&a, &b, 65536);
     cr_assert_eq(plugin_count(&a, 0, "writes"), 0, "loopro was sent a WRITE");
     cr_assert_geq(plugin_count(&a, 1, "writes"), 3, "the WRITEs went over loopx");
+    node_down(&a);
+    node_down(&b);
+}
+
+/* Query hsloop build number xport of n ("open_gate", ...). */
+static void plugin_query(node *n, size_t xport, const char *what)
+{
+    tern_xport *x = &n->e->xports[xport];
+    char out[256];
+    x->ops->query(x->pl->ctx, what, out, sizeof out);
+}
+
+static void *open_gate_later(void *arg)
+{
+    sleep(3); /* a safety net: the test opens it itself long before */
+    plugin_query(arg, 0, "open_gate");
+    return NULL;
+}
+
+/* A WRITE the first transport cannot do moves the peer to the next one;
+ * the submit that finds this returns at once, even while a worker's
+ * connect to that peer (a READ's, over loopro, held at its gate) holds
+ * the segment: the move waits for that connect on a worker, not on the
+ * application thread. */
+Test(datapath, submit_does_not_wait_for_a_connect_in_flight, .timeout = 60)
+{
+    char t[1024], t2[512];
+    node a, b;
+    entry(t, sizeof t, "loopro", TERN_LOOPRO_PATH, "    gate: true\n");
+    strcat(t, entry(t2, sizeof t2, "loopx", TERN_LOOPX_PATH, NULL));
+    node_up(&a, t, 2);
+    entry(t, sizeof t, "loopro", TERN_LOOPRO_PATH, NULL);
+    strcat(t, entry(t2, sizeof t2, "loopx", TERN_LOOPX_PATH, NULL));
+    node_up(&b, t, 2);
+    link_to(&a, &b);
+    memset(b.buf, 0x5A, 4096);
+    memset(a.buf + 65536, 0xC3, 4096);
+    tern_request r[2] = {
+        {.opcode = TERN_READ, .local = a.buf, .segment = a.peer, .remote = (uintptr_t)b.buf,
+         .length = 4096},
+        {.opcode = TERN_WRITE, .local = a.buf + 65536, .segment = a.peer,
+         .remote = (uintptr_t)(b.buf + 65536), .length = 4096},
+    };
+    tern_batch *bt[2] = {tern_batch_alloc(a.e, 1), tern_batch_alloc(a.e, 1)};
+    cr_assert(bt[0] && bt[1]);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, open_gate_later, &a), 0);
+    cr_assert_eq(tern_batch_submit(bt[0], &r[0], 1), 1);
+    for (int i = 0; i < 200 && plugin_count(&a, 0, "gated") < 1; i++)
+        usleep(10000);
+    cr_assert_eq(plugin_count(&a, 0, "gated"), 1, "the READ's connect over loopro is held");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(tern_batch_submit(bt[1], &r[1], 1), 1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    plugin_query(&a, 0, "open_gate");
+    cr_assert_lt(ms, 1000, "the WRITE's submit waited %ld ms for the READ's connect", ms);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_neq(tern_batch_wait(bt[i], 30000), TERN_ERR_TIMEOUT, "a request hung");
+        tern_request_state st;
+        cr_assert_eq(tern_batch_state(bt[i], 0, &st), 0);
+        cr_assert_eq(st.status, TERN_COMPLETED, "%s: %s", i ? "WRITE" : "READ",
+                     tern_batch_error(bt[i], 0));
+        cr_assert_eq(tern_batch_free(bt[i]), 0);
+    }
+    pthread_join(th, NULL);
+    cr_assert_eq(memcmp(a.buf, b.buf, 4096), 0, "the READ moved the bytes");
+    cr_assert_eq(memcmp(a.buf + 65536, b.buf + 65536, 4096), 0, "the WRITE moved the bytes");
+    cr_assert_eq(plugin_count(&a, 0, "writes"), 0, "loopro was sent a WRITE");
+    char name[32];
+    cr_assert_eq(tern_segment_transport(a.e, a.peer, name, sizeof name), 0);
+    cr_assert_str_eq(name, "loopx");
     node_down(&a);
     node_down(&b);
 }

@@ -6,6 +6,7 @@
  * ending with exactly one connection. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ typedef struct write_job {
     size_t off;
     int status;
     char why[512];
+    atomic_int *submitted; /* counted once the request is cut (NULL: not counted) */
 } write_job;
 
 static void *write_once(void *arg)
@@ -90,6 +92,8 @@ static void *write_once(void *arg)
                       .length = 1000};
     tern_batch *b = tern_batch_alloc(j->from->e, 1);
     tern_batch_submit(b, &r, 1);
+    if (j->submitted)
+        atomic_fetch_add(j->submitted, 1);
     tern_batch_wait(b, 20000);
     tern_request_state st;
     tern_batch_state(b, 0, &st);
@@ -190,7 +194,7 @@ Test(endpoint, handshake_then_reuse_in_both_directions)
     node_up(&a, 0, 0);
     node_up(&b, 0, 0);
     link_nodes(&a, &b);
-    write_job j1 = {&a, &b, 0, 0, ""}, j2 = {&b, &a, LEN, 0, ""};
+    write_job j1 = {&a, &b, 0, 0, "", NULL}, j2 = {&b, &a, LEN, 0, "", NULL};
     write_once(&j1);
     cr_assert_eq(j1.status, TERN_COMPLETED, "%s", j1.why);
     cr_assert_eq(memcmp(a.buf, b.buf, 1000), 0);
@@ -207,7 +211,7 @@ Test(endpoint, refusal_reported_verbatim)
     node_up(&a, 0, 0);
     node_up(&b, 0, 1);
     link_nodes(&a, &b);
-    write_job j = {&a, &b, 0, 0, ""};
+    write_job j = {&a, &b, 0, 0, "", NULL};
     write_once(&j);
     cr_assert_eq(j.status, TERN_FAILED);
     char want[400];
@@ -233,7 +237,7 @@ Test(endpoint, concurrent_misses_connect_once)
     pthread_t t[N];
     uint64_t m0 = misses(&a);
     for (int i = 0; i < N; i++) {
-        j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
+        j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, "", NULL};
         pthread_create(&t[i], NULL, write_once, &j[i]);
     }
     WAIT_FOR(misses(&a) - m0 >= N && hs_field(&a, "eps", "gated=") >= 1,
@@ -314,7 +318,7 @@ Test(endpoint, simultaneous_open_ends_with_one_connection)
         node_up_with(&a, 0, 0, gates);
         node_up_with(&b, 0, 0, gates);
         link_nodes(&a, &b);
-        write_job ja = {&a, &b, 0, 0, ""}, jb = {&b, &a, LEN, 0, ""};
+        write_job ja = {&a, &b, 0, 0, "", NULL}, jb = {&b, &a, LEN, 0, "", NULL};
         pthread_t ta, tb;
         pthread_create(&ta, NULL, write_once, &ja);
         pthread_create(&tb, NULL, write_once, &jb);
@@ -344,7 +348,7 @@ Test(endpoint, connection_failure_rebuilds_endpoint)
     node_up_with(&a, 0, 0, "    fail_first: 1\n    fail_code: -12\n");
     node_up(&b, 0, 0);
     link_nodes(&a, &b);
-    write_job j = {&a, &b, 0, 0, ""};
+    write_job j = {&a, &b, 0, 0, "", NULL};
     write_once(&j);
     cr_assert_eq(j.status, TERN_COMPLETED, "%s", j.why);
     cr_assert_eq(memcmp(a.buf, b.buf, 1000), 0);
@@ -363,7 +367,7 @@ Test(endpoint, device_failure_fails_over)
     node_up_with(&a, 0, 0, "    devices: 2\n    fail_first: 1\n    fail_code: -16\n");
     node_up_with(&b, 0, 0, "    devices: 2\n");
     link_nodes(&a, &b);
-    write_job j = {&a, &b, 0, 0, ""};
+    write_job j = {&a, &b, 0, 0, "", NULL};
     write_once(&j);
     cr_assert_eq(j.status, TERN_COMPLETED, "%s", j.why);
     /* The device that failed is the one avoided: the retry ran on the other
@@ -377,7 +381,7 @@ Test(endpoint, device_failure_fails_over)
     for (int i = 0; i < 50; i++)
         cr_assert_eq(tern_topology_select(t, "*", 0, NULL), first, "one device is down");
     for (int i = 1; i < 4; i++) {
-        write_job k = {&a, &b, (size_t)i * 1000, 0, ""};
+        write_job k = {&a, &b, (size_t)i * 1000, 0, "", NULL};
         write_once(&k);
         cr_assert_eq(k.status, TERN_COMPLETED, "%s", k.why);
         cr_assert_eq(hs_field(&a, "eps", "ok_dev="), 1 - failed, "transfer %d used device %d",
@@ -401,11 +405,17 @@ Test(endpoint, concurrent_misses_share_a_failure)
     write_job j[N];
     pthread_t t[N];
     uint64_t m0 = misses(&a);
+    atomic_int submitted = 0;
     for (int i = 0; i < N; i++) {
-        j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, ""};
+        j[i] = (write_job){&a, &b, (size_t)i * 1000, 0, "", &submitted};
         pthread_create(&t[i], NULL, write_once, &j[i]);
     }
-    WAIT_FOR(misses(&a) - m0 >= N && hs_field(&a, "eps", "gated=") >= 1,
+    /* every request cut (so counted in the attempt that fails) and missed
+     * the key (workers miss it too: the count alone could be reached
+     * before every thread submitted, and a request cut after the failure
+     * is a new wave) */
+    WAIT_FOR(atomic_load(&submitted) == N && misses(&a) - m0 >= N &&
+                 hs_field(&a, "eps", "gated=") >= 1,
              "every thread to miss the key while a connect is held");
     hs_field(&a, "open_gate", "gated=");
     for (int i = 0; i < N; i++) {
