@@ -11,6 +11,10 @@
 #   alloc:      a second target whose buffer, and the initiator's, come from
 #               tern_alloc_memory (a shared-memory file the peer maps: shm
 #               copies with memcpy); ALLOC=0 leaves it out
+#   collapse:   a third target and an initiator with `huge_pages: collapse`:
+#               the same 4 KiB-page buffers, turned into huge pages when
+#               registered (docs/protocol.md, Page size); COLLAPSE=0 leaves
+#               it out
 # each for write and read (OPS), one initiator thread, SECONDS_PER_RUN (3)
 # seconds per run, REPEAT (1) alternating rounds reported as medians; then
 # the ratios shm/memcpy x1, shm/memcpy xN and shm/tcp.  Absolute figures on
@@ -37,6 +41,7 @@ DEPTH=${DEPTH:-4}
 HUGEPAGES=${HUGEPAGES:-0}
 SIZES=${SIZES:-1M}
 ALLOC=${ALLOC:-1}
+COLLAPSE=${COLLAPSE:-1}
 JSON_OUT=${JSON_OUT:-}
 PLOT=${PLOT:-}
 RESULTS="$(cd "$(dirname "$0")" && pwd)/bench_results.py"
@@ -55,8 +60,9 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tern-shm-bench.XXXXXX")
 TPID=
 APID=
+CPID=
 cleanup() {
-    for p in $TPID $APID; do
+    for p in $TPID $APID $CPID; do
         kill -TERM "$p" 2>/dev/null || true
         wait "$p" 2>/dev/null || true
     done
@@ -64,9 +70,12 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-config() { # file transports...
-    local f=$1; shift
-    { echo "server_name: 127.0.0.1:0"; echo "metadata: p2p"; echo "transports:"
+config() { # file [huge_pages] transports...
+    local f=$1 hp=; shift
+    case $1 in off|advise|collapse) hp=$1; shift ;; esac
+    { echo "server_name: 127.0.0.1:0"; echo "metadata: p2p"
+      [ -n "$hp" ] && echo "huge_pages: $hp"
+      echo "transports:"
       for t in "$@"; do
           echo "  - name: $t"
           if [ "$t" = shm ]; then echo "    workers: $WORKERS"; echo "    chunk_size: $CHUNK"; fi
@@ -76,6 +85,8 @@ config() { # file transports...
 config "$WORK/target.yaml" shm tcp
 config "$WORK/shm.yaml" shm
 config "$WORK/tcp.yaml" tcp
+config "$WORK/ctarget.yaml" collapse shm tcp
+config "$WORK/collapse.yaml" collapse shm
 
 target_seg() { # out log pid: the target's segment name once it is ready
     local s=
@@ -100,6 +111,16 @@ if [ "$ALLOC" = 1 ]; then
     ASEG=$(target_seg "$WORK/atarget.out" "$WORK/atarget.log" "$APID")
 fi
 
+CSEG=
+if [ "$COLLAPSE" = 1 ]; then
+    "$BENCH" --mode target --config "$WORK/ctarget.yaml" --buffer-size 64M \
+        >"$WORK/ctarget.out" 2>"$WORK/ctarget.log" &
+    CPID=$!
+    CSEG=$(target_seg "$WORK/ctarget.out" "$WORK/ctarget.log" "$CPID")
+    # a refused collapse is a warning in the log: say so, the figure is 4 KiB pages then
+    grep -h "huge_pages:" "$WORK/ctarget.log" >&2 || true
+fi
+
 json_get() { python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))['gb_per_s'])" "$1"; }
 median() { python3 -c 'import sys,statistics; print("%.3f" % statistics.median(map(float, sys.argv[1:])))' "$@"; }
 ratio() { python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('%.2f' % (a / b if b > 0 else 0))" "$1" "$2"; }
@@ -112,9 +133,10 @@ run_memcpy() { # threads size
 # tern-bench's JSON -> "GB/s p50-us p99-us"
 json_tern() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.3f %d %d' % (d['gb_per_s'], d['lat_p50_us'], d['lat_p99_us']))" "$1"; }
 
-run_tern() { # transport op size [alloc]
+run_tern() { # config op size [alloc|collapse]
     local out="$WORK/$1-$2.json" batch=$BATCH blk seg=$SEG extra=("${HP[@]}")
     [ "${4:-}" = alloc ] && { seg=$ASEG; extra=(--alloc); }
+    [ "${4:-}" = collapse ] && seg=$CSEG
     blk=$(python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import bench_results; print(bench_results.value(sys.argv[2]))" "$(dirname "$RESULTS")" "$3")
     # BATCH blocks per batch where that many fit in the 64 MiB buffer
     [ $((batch * blk)) -gt $((64 << 20)) ] && batch=$(((64 << 20) / blk))
@@ -140,12 +162,13 @@ tern_row() { # label op size "GB/s p50 p99" ...
 
 hp=$([ "$HUGEPAGES" = 1 ] && echo yes || echo no)
 echo "64 MiB buffers, $T s per run, medians of $REPEAT round(s); shm workers: $N, chunk $CHUNK, huge pages: $hp"
-printf '%-6s %-6s %12s %12s %10s %10s %10s | %9s %9s %8s %9s\n' block op "memcpy x1" "memcpy x$N" \
-    "shm GB/s" "tcp GB/s" "alloc GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp" "alc/mcp1"
+printf '%-6s %-6s %11s %11s %9s %9s %10s %9s | %8s %8s %7s %8s %8s\n' block op "memcpy x1" \
+    "memcpy x$N" "shm GB/s" "tcp GB/s" "alloc GB/s" "clp GB/s" "shm/mcp1" "shm/mcpN" "shm/tcp" \
+    "alc/mcp1" "clp/mcp1"
 for size in $SIZES; do
     m1s=() mns=()
-    declare -A shm=() tcp=() alc=()
-    for op in $OPS; do shm[$op]=""; tcp[$op]=""; alc[$op]=""; done
+    declare -A shm=() tcp=() alc=() clp=()
+    for op in $OPS; do shm[$op]=""; tcp[$op]=""; alc[$op]=""; clp[$op]=""; done
     for _ in $(seq "$REPEAT"); do
         m1s+=("$(run_memcpy 1 "$size")")
         mns+=("$(run_memcpy "$N" "$size")")
@@ -153,6 +176,7 @@ for size in $SIZES; do
             shm[$op]+="$(run_tern shm "$op" "$size");"
             tcp[$op]+="$(run_tern tcp "$op" "$size");"
             [ "$ALLOC" = 1 ] && alc[$op]+="$(run_tern shm "$op" "$size" alloc);"
+            [ "$COLLAPSE" = 1 ] && clp[$op]+="$(run_tern collapse "$op" "$size" collapse);"
         done
     done
     m1=$(median "${m1s[@]}"); mn=$(median "${mns[@]}")
@@ -169,17 +193,24 @@ for size in $SIZES; do
             a=$(tern_row "tern shm, tern-allocated" "$op" "$size" "${al[@]}")
             ar=$(ratio "$a" "$m1")
         fi
-        printf '%-6s %-6s %12s %12s %10s %10s %10s | %9s %9s %8s %9s\n' "$size" "$op" "$m1" "$mn" \
-            "$s" "$c" "$a" "$(ratio "$s" "$m1")" "$(ratio "$s" "$mn")" "$(ratio "$s" "$c")" "$ar"
+        h=- hr=-
+        if [ "$COLLAPSE" = 1 ]; then
+            IFS=';' read -r -a cl <<<"${clp[$op]}"
+            h=$(tern_row "tern shm, huge_pages: collapse" "$op" "$size" "${cl[@]}")
+            hr=$(ratio "$h" "$m1")
+        fi
+        printf '%-6s %-6s %11s %11s %9s %9s %10s %9s | %8s %8s %7s %8s %8s\n' "$size" "$op" "$m1" \
+            "$mn" "$s" "$c" "$a" "$h" "$(ratio "$s" "$m1")" "$(ratio "$s" "$mn")" "$(ratio "$s" "$c")" \
+            "$ar" "$hr"
     done
 done
 echo "(targets on a 2-core machine at 1 MiB: shm >= 0.8 x memcpy x1 and >= 1.5 x tcp,"
-echo " tern-allocated >= 0.9 x memcpy x1;"
+echo " tern-allocated >= 0.9 x memcpy x1; clp: the buffers of shm, collapsed to huge pages;"
 echo " load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 if [ -n "$JSON_OUT" ] || [ -n "$PLOT" ]; then
     out=${JSON_OUT:-$WORK/results.json}
     python3 "$RESULTS" write "$WORK/rows.jsonl" "$out" bench=shm_bench \
-        "command=SIZES=\"$SIZES\" OPS=\"$OPS\" REPEAT=$REPEAT SECONDS_PER_RUN=$T HUGEPAGES=$HUGEPAGES bench/shm_bench.sh" \
+        "command=SIZES=\"$SIZES\" OPS=\"$OPS\" REPEAT=$REPEAT SECONDS_PER_RUN=$T HUGEPAGES=$HUGEPAGES ALLOC=$ALLOC COLLAPSE=$COLLAPSE bench/shm_bench.sh" \
         "shm_workers=$N" "chunk_size=$CHUNK" "batch=$BATCH" "queue_depth=$DEPTH" "huge_pages=$hp" \
         "date=$(date -u +%Y-%m-%dT%H:%MZ)" "load_average=$(cut -d' ' -f1-3 /proc/loadavg)" \
         "nproc=$(nproc)"

@@ -11,7 +11,28 @@
 #include "engine_error.h"
 #include "engine_state.h"
 #include "log.h"
+#include "pages.h"
 #include "util.h"
+
+/* `huge_pages` (core/pages.c): after the registration, outside its lock (a
+ * collapse copies the region).  Host memory the application allocated only:
+ * tern_alloc_memory's is a shared file the peer maps, and GPU memory has no
+ * pages here to advise. */
+static void advise_pages(tern_engine *e, const tern_memory_region *r)
+{
+    size_t alen = 0, done = 0;
+    if (tern_allocs_find(e->allocs, r->addr, &alen) ||
+        tern_memory_gpu_at(&e->mem, (uintptr_t)r->addr) != -1)
+        return;
+    char msg[512] = "";
+    if (tern_pages_advise(r->addr, r->length, e->cfg->huge_pages, &done, msg, sizeof msg))
+        tern_log(&e->log, TERN_LOG_WARN, "register %p (+%zu): huge_pages: %s", r->addr,
+                 r->length, msg);
+    else
+        tern_log(&e->log, TERN_LOG_DEBUG, "register %p (+%zu): %zu bytes %s huge pages",
+                 r->addr, r->length, done,
+                 e->cfg->huge_pages == TERN_HUGE_COLLAPSE ? "collapsed to" : "advised to");
+}
 
 TERN_EXPORT int tern_register_memory_named(tern_engine *e, void *addr, size_t len,
                                            const char *location, const char *name)
@@ -31,6 +52,8 @@ TERN_EXPORT int tern_register_memory_batch(tern_engine *e, const tern_memory_reg
     int rc = tern_memory_register_many(&e->mem, r, n, msg, sizeof msg);
     if (rc)
         return tern_engine_fail(e, rc, "%s", msg);
+    for (size_t i = 0; i < n && e->cfg->huge_pages != TERN_HUGE_OFF; i++)
+        advise_pages(e, &r[i]);
     tern_engine_clear_error(e);
     return 0;
 }

@@ -53,6 +53,7 @@ typedef struct tern_config {
     uint64_t slice_size;          /* 65536 */
     int retries;                  /* 3 */
     int gpu_staging_buffers;      /* 16 per GPU */
+    int huge_pages;               /* TERN_HUGE_* of core/pages.h (0 = off) */
     int log_level;                /* TERN_LOG_* (2 = info) */
     int log_format;               /* TERN_LOG_FORMAT_* of core/log.h (0 = text) */
     uint64_t handshake_max_frame; /* 1 MiB */

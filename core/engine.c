@@ -349,12 +349,7 @@ TERN_EXPORT int tern_register_memory(tern_engine *e, void *addr, size_t len,
 {
     if (!e)
         return TERN_ERR_INVAL;
-    char msg[TERN_ERRMSG_MAX] = "";
-    int rc = tern_memory_register(&e->mem, addr, len, location, msg, sizeof msg);
-    if (rc)
-        return tern_engine_fail(e, rc, "%s", msg);
-    tern_engine_clear_error(e);
-    return 0;
+    return tern_register_memory_named(e, addr, len, location, NULL); /* buffers.c */
 }
 
 TERN_EXPORT int tern_unregister_memory(tern_engine *e, void *addr)

@@ -480,6 +480,15 @@ int tern_memory_register_many(tern_memory *e, const tern_memory_region *r, size_
     return rc;
 }
 
+int tern_memory_gpu_at(tern_memory *e, uint64_t addr)
+{
+    pthread_rwlock_rdlock(&e->lock);
+    const tern_membuf *b = tern_memory_find_locked(e, addr);
+    int gpu = b ? b->gpu : -2;
+    pthread_rwlock_unlock(&e->lock);
+    return gpu;
+}
+
 int tern_memory_register(tern_memory *e, void *addr, size_t len, const char *location,
                          char *err, size_t errlen)
 {

@@ -57,6 +57,9 @@ void tern_memory_bind(tern_memory *m, tern_xport *xports, size_t nxports, tern_m
  * does that). */
 void tern_memory_fini(tern_memory *m);
 
+/* The GPU ordinal of the registered memory at addr, -1 for host memory, -2
+ * when nothing registered holds addr. */
+int tern_memory_gpu_at(tern_memory *m, uint64_t addr);
 int tern_memory_register(tern_memory *m, void *addr, size_t len, const char *location,
                          char *err, size_t errlen);
 int tern_memory_unregister(tern_memory *m, void *addr, char *err, size_t errlen);

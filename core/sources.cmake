@@ -29,6 +29,7 @@ set(TERN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/mooncake_desc.c
   ${CMAKE_CURRENT_LIST_DIR}/negotiate.c
   ${CMAKE_CURRENT_LIST_DIR}/notify.c
+  ${CMAKE_CURRENT_LIST_DIR}/pages.c
   ${CMAKE_CURRENT_LIST_DIR}/peer_check.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin.c
   ${CMAKE_CURRENT_LIST_DIR}/plugin_host.c

@@ -121,6 +121,10 @@ app-thread-moves-the-peer | - | if \(h == TERN_HEAL_FALLBACK && \K!worker(?=\) \
 route-ignores-op-caps | - | if \(\Kx->ops->caps & TERN_CAP_OP\(op\)(?=\)) | 1 | test_datapath | datapath/transport_without_write_is_never_sent_a_write
 caps-no-default-for-1.0 | - | t->caps \|= \KTERN_CAP_READ \| TERN_CAP_WRITE(?=;) | 0 | test_datapath | datapath/abi10_plugin_built_against_the_old_header_moves_data
 multi-device-bit-ignored | - | if \(p->ndevices > 1 && \K!\(p->ops->caps & TERN_CAP_MULTI_DEVICE\)(?=\)) | 0 | test_loader | loader/several_devices_without_the_multi_device_bit_use_the_first
+# huge_pages (core/pages.c): collapse must turn the pages already there into huge pages,
+# and must leave the partial 2 MiB at the region's ends alone
+collapse-not-called | - | if \(mode == TERN_HUGE_COLLAPSE && \Kmadvise\(p, n, MADV_COLLAPSE\) != 0(?=\)) | 0 | test_pages | pages/collapse_makes_registered_pages_huge_and_keeps_bytes
+huge-advice-spills-past-the-region | - | uintptr_t hi = \(a \+ len\K\)(?= & ~\(HUGE_2M - 1\);) | + HUGE_2M - 1) | test_pages | pages/collapse_makes_registered_pages_huge_and_keeps_bytes
 # -- the step after a call, the exact edge, the bounded recovery (tests/core/test_after.c)
 # sync: a timed-out call returns only once its slice is back from the transport
 sync-returns-before-its-slice | - | \n    \Kwait_slices\(b\);(?= /\* the memory) | (void)0; | test_after | sync/timed_out_returns_only_after_its_slice_came_back

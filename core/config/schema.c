@@ -19,6 +19,7 @@ static const char *const evict_names[] = {"sieve", "fifo", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const format_names[] = {"text", "json", NULL}; /* TERN_LOG_FORMAT_* */
 static const char *const hs_addr_names[] = {"auto", "all", "one", NULL}; /* TERN_HS_ADDRS_* */
+static const char *const huge_names[] = {"off", "advise", "collapse", NULL}; /* TERN_HUGE_* */
 
 #define F(field) offsetof(tern_config, field)
 #define SLICE_MIN (4 << 10)
@@ -81,6 +82,17 @@ const cfg_key cfg_keys[] = {
              "GPU memory is staged for transports that cannot address it directly; a slice "
              "waits for a free one, the pool never grows past this."},
      .off = F(gpu_staging_buffers)},
+    {.opt = {"huge_pages", TERN_OPT_CHOICE, 0, 0, huge_names, "off",
+             "What registering host memory does to its pages, for the 2 MiB-aligned part "
+             "of each region.  `off`: nothing.  `advise`: `madvise(MADV_HUGEPAGE)`, so pages "
+             "faulted in later are transparent huge pages.  `collapse`: that, and "
+             "`MADV_COLLAPSE` (Linux 6.1+), which turns the 4 KiB pages already there into "
+             "huge pages during the call (a copy of the region).  A same-host peer's "
+             "cross-memory attach pins this memory page by page, so huge pages make `shm` "
+             "about twice as fast (docs/protocol.md, Page size).  A refusal is a warning; "
+             "the registration stands with 4 KiB pages.  GPU memory and memory from "
+             "`tern_alloc_memory` are left alone."},
+     .off = F(huge_pages)},
     {.opt = {"retries", TERN_OPT_INT, 0, 16, NULL, "3",
              "Further attempts of a failed slice (on another path)."},
      .off = F(retries)},
