@@ -8,6 +8,10 @@
 #   slice size 64K vs 1M on efa/tcp and efa/shm
 #   efa/shm with its default rails vs one rail (one endpoint and progress
 #   thread; docs/protocol.md, "efa rails")
+#   efa/shm with `huge_pages: collapse` on both sides vs memcpy: the same
+#   4 KiB-page buffers turned into huge pages when registered (the provider
+#   pins the peer's pages as the shm transport does; docs/protocol.md, Page
+#   size)
 #
 # tern-bench: --op write (OPS to change), block 1 MiB, batch 16, 1 thread,
 # SECONDS_PER_RUN seconds (default 5); a small working set (2 batches) like
@@ -84,6 +88,8 @@ conf efa-shm "$EFA_SHM"
 conf efa-shm-64K "$EFA_SHM" 64K
 conf efa-shm-1M "$EFA_SHM" 1M
 conf efa-shm-rails1 "$EFA_SHM"$'    rails: 1\n'
+conf efa-shm-clp "$EFA_SHM"
+sed -i '1a huge_pages: collapse' "$WORK/efa-shm-clp.yaml"
 printf 'server_name: 127.0.0.1:0\nmetadata: p2p\nlog_level: warn\ntransports:\n  - name: tcp\n' >"$WORK/tcp.yaml"
 
 # Sets SEG to the target's segment name.  Not called in $(...): a subshell
@@ -103,6 +109,7 @@ start_target() { # config
 start_target efa-tcp; SEG_EFA_TCP=$SEG
 start_target efa-shm; SEG_EFA_SHM=$SEG
 start_target efa-shm-rails1; SEG_EFA_SHM1=$SEG
+start_target efa-shm-clp; SEG_EFA_SHMC=$SEG
 start_target tcp; SEG_TCP=$SEG
 IPORT=$(free_port)
 iperf3 -s -B 127.0.0.1 -p "$IPORT" >"$WORK/iperf3-server.log" 2>&1 &
@@ -135,6 +142,8 @@ for op in $OPS; do
     row "efa/shm $op vs memcpy" "$shm" "$MEMCPY" "$(ratio "$shm" "$MEMCPY")"
     shm1=$(run_tern efa-shm-rails1 "$SEG_EFA_SHM1" "$op")
     row "efa/shm $op rails default vs 1" "$shm" "$shm1" "$(ratio "$shm" "$shm1")"
+    shmc=$(run_tern efa-shm-clp "$SEG_EFA_SHMC" "$op")
+    row "efa/shm $op collapsed vs memcpy" "$shmc" "$MEMCPY" "$(ratio "$shmc" "$MEMCPY")"
     etcp=$(run_tern efa-tcp "$SEG_EFA_TCP" "$op")
     tcp=$(run_tern tcp "$SEG_TCP" "$op")
     row "efa/tcp $op vs tcp transport" "$etcp" "$tcp" "$(ratio "$etcp" "$tcp")"
