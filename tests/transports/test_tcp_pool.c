@@ -479,3 +479,104 @@ Test(tcp_pool, a_reply_later_than_the_wait_on_a_quiet_connection_arrives)
     pthread_join(t.th, NULL);
     close(t.lfd);
 }
+
+/* ---- payload_spin_us: a receiver with a large payload under way polls ----- */
+
+/* The voluntary context switches (sleeps) of the threads in tids. */
+static long sleeps_of(const int *tids, int n)
+{
+    long sum = 0;
+    for (int i = 0; i < n; i++) {
+        char path[64], line[128];
+        snprintf(path, sizeof path, "/proc/self/task/%d/status", tids[i]);
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f, "%s", path);
+        long v;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+                sum += v;
+        fclose(f);
+    }
+    return sum;
+}
+
+static int list_tids(int *tids, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && n < max;)
+        if (e->d_name[0] != '.')
+            tids[n++] = atoi(e->d_name);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* WRITEs of 1 MiB into a target whose one I/O thread polls (spin) or sleeps
+ * (payload_spin_us: 0) while a payload is coming: how often that thread
+ * slept, per MiB received; the bytes are compared. */
+static double target_sleeps_per_mib(const char *spin_us)
+{
+    enum { N = 64, LEN = 1 << 20, ROUNDS = 2 };
+    int before[256], nb = list_tids(before, 256);
+    inst *tg = inst_new("io_threads", "1", "payload_spin_us", spin_us, NULL);
+    int after[256], na = list_tids(after, 256), mine[8], nmine = 0;
+    for (int i = 0; i < na; i++) {
+        int old = 0;
+        for (int j = 0; j < nb; j++)
+            old |= after[i] == before[j];
+        if (!old && nmine < 8)
+            mine[nmine++] = after[i];
+    }
+    cr_assert_geq(nmine, 1, "the target started no thread");
+    inst *in = inst_new("io_threads", "1", "connections", "1", NULL);
+    uint8_t *dst = calloc(N, LEN), *src = malloc((size_t)N * LEN);
+    void *mr;
+    tern_mr_keys k;
+    char err[256];
+    cr_assert_eq(T->mr_register(tg->ctx, dst, (size_t)N * LEN, &k, &mr, err, sizeof err), 0);
+    for (size_t i = 0; i < (size_t)N * LEN; i++)
+        src[i] = (uint8_t)(i * 13 + (i >> 16));
+    void *ep = ep_to(in, tg);
+    static tern_slice s[N];
+    static int seen[N];
+    long slept = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        long s0 = sleeps_of(mine, nmine);
+        for (int i = 0; i < N; i++) {
+            s[i] = (tern_slice){.struct_size = sizeof(tern_slice), .opcode = TERN_WRITE,
+                                .local = src + (size_t)i * LEN,
+                                .remote = (uint64_t)(uintptr_t)(dst + (size_t)i * LEN),
+                                .length = LEN, .status = 1, .core = &seen[i]};
+            tern_slice *sp = &s[i];
+            cr_assert_eq(T->submit(ep, &sp, 1), 1);
+        }
+        inst_wait(in, (round + 1) * N, 30000);
+        slept += sleeps_of(mine, nmine) - s0;
+        for (int i = 0; i < N; i++)
+            cr_assert_eq(s[i].status, 0, "write %d: %s", i, s[i].errmsg);
+        memset(seen, 0, sizeof seen);
+    }
+    cr_assert_eq(memcmp(src, dst, (size_t)N * LEN), 0, "target memory differs");
+    T->ep_close(ep);
+    cr_assert_eq(T->mr_deregister(tg->ctx, mr), 0);
+    inst_free(in);
+    inst_free(tg);
+    free(src);
+    free(dst);
+    return (double)slept / (ROUNDS * N);
+}
+
+/* Asleep, the receiving thread is woken for every 128 KiB of a payload (its
+ * SO_RCVLOWAT), and on loopback the sender pays for each wake in its own
+ * system call.  With payload_spin_us it polls while bytes are still to
+ * come, and sleeps only in the gaps between payloads longer than that. */
+Test(tcp_pool, a_receiver_of_a_large_payload_polls_instead_of_sleeping)
+{
+    double off = target_sleeps_per_mib("0"), on = target_sleeps_per_mib("2000");
+    cr_log_info("the target's I/O thread slept %.2f times per MiB received with "
+                "payload_spin_us 0, %.2f with 2000", off, on);
+    cr_assert_geq(off, 0.25, "asleep between pieces of a payload, the thread is woken for "
+                  "them (%.2f times per MiB)", off);
+    cr_assert_lt(on * 4, off, "polling, it sleeps far less: %.2f vs %.2f per MiB", on, off);
+}

@@ -76,6 +76,10 @@
     X(tcp_ctx, opt_reply_wait_us, "reply_wait_us", TERN_OPT_INT, 0, 100000, NULL, "200",      \
       "a lone small request waits this long in submit for its reply on the caller's thread "  \
       "(one thread wake less per round trip; 0 = never)")                                     \
+    X(tcp_ctx, opt_spin_us, "payload_spin_us", TERN_OPT_INT, 0, 100000, NULL, "200",          \
+      "an I/O thread receiving a payload with 128 KiB or more still to come polls its "      \
+      "sockets until this long after the last such event instead of sleeping, so the "       \
+      "sender need not wake it (0 = sleep at once)")                                        \
     X(tcp_ctx, opt_sndbuf, "sndbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",                  \
       "SO_SNDBUF of data connections (0 = kernel autotuning)")                                \
     X(tcp_ctx, opt_rcvbuf, "rcvbuf", TERN_OPT_SIZE, 0, 1ll << 30, NULL, "0",                  \

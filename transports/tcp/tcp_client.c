@@ -443,7 +443,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
                 return;
             got = 1;
             c->rx_off += (uint64_t)n;
-            tcp_rcvlowat(c->io.fd, &c->lowat, s->length - c->rx_off);
+            tcp_rcvlowat(&c->io, &c->lowat, s->length - c->rx_off);
             if (c->rx_off == s->length) {
                 c->rx_payload = 0;
                 conn_complete_head(c, d, 0, NULL);

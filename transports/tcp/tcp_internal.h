@@ -79,6 +79,8 @@ typedef struct tcp_worker {
     tcp_io *list;              /* worker-private */
     tcp_io *grave;             /* closed this batch, freed after it */
     uint64_t last_tick;
+    int expect_more;           /* worker-private: this batch of events left a large
+                                  payload under way (tcp_rcvlowat): poll, not sleep */
 } tcp_worker;
 
 /* A slice in an initiator connection's ring, with its encoded header. */
@@ -177,7 +179,7 @@ typedef struct tcp_ctx {
     int opt_port, opt_nconn, opt_nodelay, opt_max_server_conns;
     int opt_sndbuf, opt_rcvbuf, opt_io_threads;
     int opt_idle_close_ms, opt_unproven_idle_ms, opt_unproven_per_source, opt_max_unproven;
-    int opt_progress_window_ms, opt_unregister_wait_ms, opt_reply_wait_us;
+    int opt_progress_window_ms, opt_unregister_wait_ms, opt_reply_wait_us, opt_spin_us;
     uint64_t opt_progress_min_rate;
     uint64_t opt_slice_size;
     uint64_t opt_zerocopy_min;
@@ -253,7 +255,7 @@ int tcp_zc_drain(tcp_ctx *ctx, int fd);
  * readable only once min(left, TCP_LOWAT) of them are there (SO_RCVLOWAT);
  * left 0 (between payloads): at once.  *cur is what fd has now. */
 #define TCP_LOWAT (128u << 10)
-void tcp_rcvlowat(int fd, int *cur, uint64_t left);
+void tcp_rcvlowat(tcp_io *io, int *cur, uint64_t left);
 void tcp_complete(tcp_ctx *ctx, tern_slice *s);
 
 /* tcp_mr.c */

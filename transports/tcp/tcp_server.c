@@ -490,7 +490,7 @@ static int srv_wpay(tcp_srv_conn *c)
     if (n <= 0)
         return (int)n;
     c->off += (uint64_t)n;
-    tcp_rcvlowat(c->io.fd, &c->lowat, c->q.length - c->off);
+    tcp_rcvlowat(&c->io, &c->lowat, c->q.length - c->off);
     if (c->off == c->q.length) {
         atomic_fetch_add(&c->ctx->st_bytes_in, c->q.length);
         tcp_mr_unpin(c->mr);

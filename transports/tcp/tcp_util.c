@@ -67,14 +67,16 @@ void tcp_sock_tune(tcp_ctx *ctx, int fd)
  * mark at 128 KiB the receiver is woken once per 128 KiB instead and reads
  * it in one call.  Only while a payload is known to be coming: a reply
  * header or a small payload must wake it at once. */
-void tcp_rcvlowat(int fd, int *cur, uint64_t left)
+void tcp_rcvlowat(tcp_io *io, int *cur, uint64_t left)
 {
     /* Below TCP_LOWAT left: 1, not left, so a payload's end never waits
      * on a mark it cannot reach (two settings per payload at most). */
     int want = left >= TCP_LOWAT ? (int)TCP_LOWAT : 1;
+    if (want > 1) /* a large payload: tcp_loop.c polls for the rest */
+        io->w->expect_more = 1;
     if (want == *cur)
         return;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+    if (setsockopt(io->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
         *cur = want;
 }
 
