@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -194,6 +195,8 @@ static void *worker_main(void *arg)
         int n = epoll_wait(w->epfd, ev, EVENTS_MAX,
                            spin_until && tern_kit_now_us() < spin_until ? 0 : TCP_TICK_MS);
         w->expect_more = 0;
+        if (n == 0 && spin_until) /* polling: the core to any thread waiting for it */
+            sched_yield();
         for (int i = 0; i < n; i++) {
             tcp_io *io = ev[i].data.ptr;
             if (!io) {
@@ -211,7 +214,9 @@ static void *worker_main(void *arg)
          * the last such event.  Asleep, this thread must be woken for each
          * 128 KiB, and the wake costs the sender (on loopback, in its own
          * system call) about a fifth of its time; polling, the sender finds
-         * it awake. */
+         * it awake.  Each empty poll yields the CPU, so a thread that has
+         * work on this core (the sender itself, another connection's
+         * worker) is not kept from it. */
         if (w->expect_more && w->ctx->opt_spin_us > 0)
             spin_until = tern_kit_now_us() + (uint64_t)w->ctx->opt_spin_us;
         run_cmds(w);
