@@ -122,7 +122,7 @@ route-ignores-op-caps | - | if \(\Kx->ops->caps & TERN_CAP_OP\(op\)(?=\)) | 1 | 
 caps-no-default-for-1.0 | - | t->caps \|= \KTERN_CAP_READ \| TERN_CAP_WRITE(?=;) | 0 | test_datapath | datapath/abi10_plugin_built_against_the_old_header_moves_data
 multi-device-bit-ignored | - | if \(p->ndevices > 1 && \K!\(p->ops->caps & TERN_CAP_MULTI_DEVICE\)(?=\)) | 0 | test_loader | loader/several_devices_without_the_multi_device_bit_use_the_first
 # payload_spin_us (transports/tcp/tcp_loop.c): a receiver with a large payload under way polls
-tcp-receiver-sleeps-mid-payload | - | if \(\Kw->expect_more && w->ctx->opt_spin_us > 0(?=\)) | 0 | test_tcp_transport | tcp_transport/a_receiver_of_a_large_payload_polls_instead_of_sleeping
+tcp-receiver-sleeps-mid-payload | - | if \(\Katomic_load_explicit\(&w->expect_more, memory_order_relaxed\) &&\n\s+w->ctx->opt_spin_us > 0(?=\)) | 0 | test_tcp_transport | tcp_transport/a_receiver_of_a_large_payload_polls_instead_of_sleeping
 # huge_pages (core/pages.c): collapse must turn the pages already there into huge pages,
 # and must leave the partial 2 MiB at the region's ends alone
 collapse-not-called | - | if \(mode == TERN_HUGE_COLLAPSE && \Kmadvise\(p, n, MADV_COLLAPSE\) != 0(?=\)) | 0 | test_pages | pages/collapse_makes_registered_pages_huge_and_keeps_bytes

@@ -79,8 +79,10 @@ typedef struct tcp_worker {
     tcp_io *list;              /* worker-private */
     tcp_io *grave;             /* closed this batch, freed after it */
     uint64_t last_tick;
-    int expect_more;           /* worker-private: this batch of events left a large
-                                  payload under way (tcp_rcvlowat): poll, not sleep */
+    atomic_int expect_more;    /* this batch of events left a large payload under way
+                                  (tcp_rcvlowat): poll, not sleep; atomic because a
+                                  submitting thread waiting for a lone reply may read
+                                  on the connection too */
 } tcp_worker;
 
 /* A slice in an initiator connection's ring, with its encoded header. */

@@ -192,10 +192,10 @@ static void *worker_main(void *arg)
     w->last_tick = tern_kit_now_ms();
     uint64_t spin_until = 0; /* us: poll without sleeping until then */
     for (;;) {
-        int n = epoll_wait(w->epfd, ev, EVENTS_MAX,
-                           spin_until && tern_kit_now_us() < spin_until ? 0 : TCP_TICK_MS);
-        w->expect_more = 0;
-        if (n == 0 && spin_until) /* polling: the core to any thread waiting for it */
+        int polling = spin_until && tern_kit_now_us() < spin_until;
+        int n = epoll_wait(w->epfd, ev, EVENTS_MAX, polling ? 0 : TCP_TICK_MS);
+        atomic_store_explicit(&w->expect_more, 0, memory_order_relaxed);
+        if (n == 0 && polling) /* the core to any thread waiting for it */
             sched_yield();
         for (int i = 0; i < n; i++) {
             tcp_io *io = ev[i].data.ptr;
@@ -217,7 +217,8 @@ static void *worker_main(void *arg)
          * it awake.  Each empty poll yields the CPU, so a thread that has
          * work on this core (the sender itself, another connection's
          * worker) is not kept from it. */
-        if (w->expect_more && w->ctx->opt_spin_us > 0)
+        if (atomic_load_explicit(&w->expect_more, memory_order_relaxed) &&
+            w->ctx->opt_spin_us > 0)
             spin_until = tern_kit_now_us() + (uint64_t)w->ctx->opt_spin_us;
         run_cmds(w);
         if (atomic_exchange(&w->tick_now, 0))

@@ -73,7 +73,7 @@ void tcp_rcvlowat(tcp_io *io, int *cur, uint64_t left)
      * on a mark it cannot reach (two settings per payload at most). */
     int want = left >= TCP_LOWAT ? (int)TCP_LOWAT : 1;
     if (want > 1) /* a large payload: tcp_loop.c polls for the rest */
-        io->w->expect_more = 1;
+        atomic_store_explicit(&io->w->expect_more, 1, memory_order_relaxed);
     if (want == *cur)
         return;
     if (setsockopt(io->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
