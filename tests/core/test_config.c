@@ -415,6 +415,8 @@ Test(config, error_wrong_type)
     expect_err("select_policy: fastest\n",
                "t.yaml:1:1: select_policy: expected one of random, round_robin, got \"fastest\"");
     expect_err("eviction: LRU\n", "t.yaml:1:1: eviction: expected one of sieve, fifo, got \"LRU\"");
+    expect_err("huge_pages: yes\n",
+               "t.yaml:1:1: huge_pages: expected one of off, advise, collapse, got \"yes\"");
     expect_err("log_level: loud\n", "t.yaml:1:1: log_level: expected one of error, warn, info, "
                                     "debug, 0, 1, 2, 3, got \"loud\"");
     expect_err("cluster_id: \"a b\"\n", "t.yaml:1:1: cluster_id: expected a name of 1..64 "

@@ -234,14 +234,3 @@ Test(pages, refused_collapse_warns_and_registration_stands)
     munmap(m, 6 * MiB);
     close(fd);
 }
-
-/* A value outside off/advise/collapse is refused by name. */
-Test(pages, bad_value_is_a_config_error)
-{
-    char err[1024] = "";
-    tern_engine *e = tern_engine_create_from_yaml("server_name: 127.0.0.1:0\nhuge_pages: yes\n"
-                                                  "transports:\n  - name: memcpy\n",
-                                                  "bad", err, sizeof err);
-    cr_assert_null(e);
-    cr_assert(strstr(err, "huge_pages") && strstr(err, "collapse"), "%s", err);
-}
