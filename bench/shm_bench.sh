@@ -36,6 +36,8 @@ T=${SECONDS_PER_RUN:-3}
 REPEAT=${REPEAT:-1}
 WORKERS=${WORKERS:-0}
 CHUNK=${CHUNK:-256K}
+RELAY_SLOTS=${RELAY_SLOTS:-8}
+RELAY_SLOT_SIZE=${RELAY_SLOT_SIZE:-64K}
 BATCH=${BATCH:-8}
 DEPTH=${DEPTH:-4}
 HUGEPAGES=${HUGEPAGES:-0}
@@ -78,7 +80,8 @@ config() { # file [huge_pages] transports...
       echo "transports:"
       for t in "$@"; do
           echo "  - name: $t"
-          if [ "$t" = shm ]; then echo "    workers: $WORKERS"; echo "    chunk_size: $CHUNK"; fi
+          if [ "$t" = shm ]; then echo "    workers: $WORKERS"; echo "    chunk_size: $CHUNK"
+              echo "    relay_slots: $RELAY_SLOTS"; echo "    relay_slot_size: $RELAY_SLOT_SIZE"; fi
       done
       echo "log_level: warn"; } >"$f"
 }

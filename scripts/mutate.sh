@@ -80,6 +80,9 @@ sieve-hits-not-visited | - | if \(!atomic_load_explicit\(&e->visited, memory_ord
 heal-no-refetch | - | if \(\Kcs->refetch(?= \|\| cs->range\) \{) | 0 | test_heal | heal/target_restarted_same_name_ephemeral_data_port
 # -- same-host transport: ranges checked against the peer's current table
 shm-stale-registrations | - | int fresh = \Kr->seq == h\.seq(?=;) | 1 | test_shm_integration | shm_integration/buffer_unregistered_by_the_peer_is_never_written
+# -- the shm relay: the target checks each request itself; a timed-out copier takes its slots back
+shm-relay-range-unchecked | - | int ok = \Kcovers\(l->t->entries, l->t->head\.n, key, addr, len\)(?=;\n    if \(ok && to_local\)) | 1 | test_shm_transport | shm_transport/the_relay_checks_every_request_of_a_hostile_ring
+shm-relay-slots-not-taken-back | - | if \(!\Katomic_compare_exchange_strong\(&s->state, &want, RELAY_FREE\)(?= && want == RELAY_SERVING\)) | 0 | test_shm_integration | shm_integration/a_stopped_target_is_reached_without_its_relay
 # -- control plane: a passive endpoint only for the segment that asked
 peer-check-skipped | - | else if \(\K(?=tern_peer_check_connection\(e, p\.x) | 0 && | test_hostile_control | hostile_control/hijack_efa_refused
 # -- files the configuration names: opened without blocking

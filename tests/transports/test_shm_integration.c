@@ -465,3 +465,64 @@ Test(shm_integration, no_byte_lands_after_unregister_mapped)
     tern_engine_destroy(e);
     peer_stop(&p);
 }
+
+/* ---- the relay (transports/shm/shm_relay.c) --------------------------------- */
+
+static atomic_int relay_silent;
+
+static int count_relay(void *user, int level, const char *engine, const char *msg)
+{
+    (void)user;
+    (void)engine;
+    if (level == 1 /* warn */ && strstr(msg, "relay did not answer in 300 ms"))
+        atomic_fetch_add(&relay_silent, 1);
+    return 0;
+}
+
+/* A target stopped with SIGSTOP serves no relay: after relay_timeout_ms the
+ * copier takes back the slots it posted and copies that chunk with
+ * cross-memory attach (which needs nothing of the target), warns once, and
+ * copies with it from then on.  Every byte arrives; after SIGCONT the relay
+ * never writes the stale slots it was given. */
+Test(shm_integration, a_stopped_target_is_reached_without_its_relay)
+{
+    it_peer p;
+    shm_peer_start(&p, "shm", NULL);
+    char yaml[512], err[1024] = "";
+    snprintf(yaml, sizeof yaml, "server_name: 127.0.0.1:0\nmetadata: p2p\ntransports:\n"
+             "  - name: shm\n    relay_timeout_ms: 300\nretries: 0\n");
+    tern_engine_options o = {.size = sizeof o, .config_yaml = yaml,
+                             .origin = "test_shm_integration", .log_hook = count_relay};
+    atomic_store(&relay_silent, 0);
+    tern_engine *e = tern_engine_create_with(&o, err, sizeof err);
+    cr_assert(e, "engine: %s", err);
+    tern_segment_id seg = open_expect(e, &p, "shm");
+    size_t n = 4u << 20;
+    uint8_t *src = local_buf(e, n), *dst = local_buf(e, n);
+    fill(src, n, 21);
+    write_read_back(e, seg, src, dst, p.a, n, "before SIGSTOP");
+    cr_assert_eq(kill(p.pid, SIGSTOP), 0);
+    fill(src, n, 22);
+    uint64_t t0 = now_ms();
+    write_read_back(e, seg, src, dst, p.a, n, "while stopped");
+    uint64_t took = now_ms() - t0;
+    /* Newer bytes while it is still stopped: what it was given before must
+     * not land over them when it wakes up. */
+    fill(src, n, 23);
+    char msg[512] = "";
+    cr_assert_eq(one(e, seg, TERN_WRITE, src, p.a, n, msg, sizeof msg), TERN_COMPLETED, "%s",
+                 msg);
+    cr_assert_eq(kill(p.pid, SIGCONT), 0);
+    cr_assert_lt(took, 10000, "a stopped target cost %" PRIu64 " ms", took);
+    cr_assert_geq(atomic_load(&relay_silent), 1, "no warning named the silent relay");
+    usleep(200 * 1000); /* the woken relay finds only slots taken back */
+    memset(dst, 0, n);
+    cr_assert_eq(one(e, seg, TERN_READ, dst, p.a, n, msg, sizeof msg), TERN_COMPLETED,
+                 "%s", msg);
+    cr_assert_eq(memcmp(src, dst, n), 0, "a stale relayed copy landed after SIGCONT");
+    cr_log_info("stopped target: 4 MiB written and read back in %" PRIu64 " ms", took);
+    peer_check_canaries(&p);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+    peer_stop(&p);
+}

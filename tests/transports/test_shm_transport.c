@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -590,6 +592,192 @@ Test(shm_transport, relayed_handshake_is_refused_by_the_initiator)
     T->ep_close(pep);
     tern_desc_free(reply);
     tern_desc_free(blob);
+    inst_free(a);
+    inst_free(b);
+}
+
+/* ---- the relay (transports/shm/shm_relay.c, docs/protocol.md "The relay") ---- */
+
+static unsigned long long query_num(inst *in, const char *key)
+{
+    char q[512], *at;
+    cr_assert_eq(T->query(in->ctx, "", q, sizeof q), 0);
+    cr_assert(at = strstr(q, key), "no %s in \"%s\"", key, q);
+    return strtoull(at + strlen(key) + 1, NULL, 10);
+}
+
+/* Private memory on both sides: chunks of a slot or more go through the
+ * target's relay (counted on both sides), shorter ones through cross-memory
+ * attach; byte-exact both ways at odd offsets and lengths.  relay_slots 0
+ * turns the relay off. */
+Test(shm_transport, private_memory_goes_through_the_relay_byte_exact)
+{
+    for (int off = 0; off < 2; off++) {
+        inst *a = off ? inst_new("relay_slots", "0", NULL)
+                      : inst_new("workers", "2", "relay_slots", "4", "relay_slot_size", "8192",
+                                 NULL);
+        inst *b = inst_new(NULL);
+        void *pep = NULL, *ep = connect_pair(a, b, &pep);
+        size_t n = (5u << 20) + 4099;
+        region src = reg(a, n + 3), dst = reg(b, n + 5), back = reg(a, n + 7);
+        fill(src.buf, n + 3, 3);
+        tern_slice *w = mk(1, src.buf + 3, src.key, (uintptr_t)dst.buf + 5, dst.key, n);
+        run(ep, &w, 1);
+        cr_assert_eq(w->status, 0, "%s", w->errmsg);
+        cr_assert_eq(memcmp(src.buf + 3, dst.buf + 5, n), 0);
+        tern_slice *r = mk(0, back.buf + 7, back.key, (uintptr_t)dst.buf + 5, dst.key, n);
+        run(ep, &r, 1);
+        cr_assert_eq(r->status, 0, "%s", r->errmsg);
+        cr_assert_eq(memcmp(src.buf + 3, back.buf + 7, n), 0);
+        canaries_intact(&dst);
+        canaries_intact(&back);
+        unsigned long long relayed = query_num(a, "relay_bytes"), cma = query_num(a, "cma_bytes");
+        unsigned long long served = query_num(b, "relay_served_bytes");
+        if (off) {
+            cr_assert_eq(relayed, 0, "relay_slots 0 still used the relay");
+            cr_assert_eq(cma, 2 * n);
+        } else {
+            cr_assert_gt(relayed, 2 * n - 2 * (256u << 10), "only %llu bytes relayed", relayed);
+            cr_assert_eq(relayed + cma, 2 * n);
+            cr_assert_eq(served, relayed, "target served %llu, initiator relayed %llu", served,
+                         relayed);
+        }
+        free(w);
+        free(r);
+        T->ep_close(ep);
+        T->ep_close(pep);
+        inst_free(a);
+        inst_free(b);
+    }
+}
+
+/* A ring as docs/protocol.md lays it out, made here by hand. */
+#define RING_MAGIC 0x31594C52534E5254ULL
+typedef struct ring_head {
+    uint64_t magic;
+    uint32_t rings, slots, slot_size, reserved0;
+    uint32_t bell, asleep, gone, reserved[7];
+} ring_head;
+typedef struct ring_slot {
+    uint32_t state, op;
+    uint64_t key, addr, len;
+    int32_t status;
+    uint32_t reserved[7];
+} ring_slot;
+
+typedef struct ring {
+    int fd;
+    uint64_t ino;
+    uint8_t *map;
+    ring_slot *slot;
+    uint8_t *data;
+} ring;
+
+/* One ring of 4 slots of 4 KiB; bad: 1 not sealed, 2 bad magic, 3 shorter
+ * than its geometry says. */
+static ring ring_make(int bad)
+{
+    ring g = {0};
+    size_t size = 4096 + 4 * 4096;
+    g.fd = memfd_create("test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    cr_assert(g.fd >= 0);
+    cr_assert_eq(ftruncate(g.fd, (off_t)(bad == 3 ? size - 4096 : size)), 0);
+    if (bad != 1)
+        cr_assert_eq(fcntl(g.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    g.map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, 0);
+    cr_assert(g.map != MAP_FAILED);
+    ring_head *h = (ring_head *)g.map;
+    h->magic = bad == 2 ? RING_MAGIC + 1 : RING_MAGIC;
+    h->rings = 1;
+    h->slots = 4;
+    h->slot_size = 4096;
+    g.slot = (ring_slot *)(g.map + sizeof *h);
+    g.data = g.map + 4096;
+    struct stat st;
+    cr_assert_eq(fstat(g.fd, &st), 0);
+    g.ino = (uint64_t)st.st_ino;
+    return g;
+}
+
+/* Posts slot i and waits (bounded) for the answer; returns its status. */
+static int ring_post(ring *g, unsigned i, uint32_t op, uint64_t key, uint64_t addr, uint64_t len)
+{
+    ring_slot *s = &g->slot[i];
+    s->op = op;
+    s->key = key;
+    s->addr = addr;
+    s->len = len;
+    s->status = 12345;
+    __atomic_store_n(&s->state, 1 /* POSTED */, __ATOMIC_RELEASE);
+    for (int k = 0; k < 4000 && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != 2; k++)
+        usleep(500); /* the relay naps 100 ms at most when nobody rings its bell */
+    cr_assert_eq(__atomic_load_n(&s->state, __ATOMIC_ACQUIRE), 2, "slot %u never answered", i);
+    int st = s->status;
+    __atomic_store_n(&s->state, 0 /* FREE */, __ATOMIC_RELEASE);
+    return st;
+}
+
+/* The target serves a proven initiator's ring: a ring not sealed, with a
+ * bad head, or shorter than its geometry is not served (the reply says no
+ * relay); a served ring's every request is checked against the target's own
+ * table: a bad opcode, a length over a slot, a range past a registration's
+ * end or under a wrong key is answered with an error and moves nothing. */
+Test(shm_transport, the_relay_checks_every_request_of_a_hostile_ring)
+{
+    inst *a = inst_new(NULL), *b = inst_new(NULL);
+    region dst = reg(b, 16384);
+    for (int bad = 3; bad >= 0; bad--) {
+        tern_desc *blob = blob_of(b), *fields = tern_desc_new(), *reply = tern_desc_new();
+        tern_desc *empty = tern_desc_new();
+        void *ep = NULL, *pep = NULL;
+        char err[512] = "";
+        cr_assert_eq(open_active(a, blob, &ep, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(T->ep_describe(ep, fields), 0);
+        ring g = ring_make(bad);
+        cr_assert_eq(tern_desc_set_u64(fields, "relay_fd", (uint64_t)g.fd), 0);
+        cr_assert_eq(tern_desc_set_u64(fields, "relay_ino", g.ino), 0);
+        tern_ep_params p = {.struct_size = sizeof p, .peer_name = "127.0.0.1:0",
+                            .peer_segment = empty, .passive = 1};
+        cr_assert_eq(T->ep_open(b->ctx, &p, &pep, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(T->ep_connect(pep, fields, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(T->ep_describe(pep, reply), 0);
+        uint64_t relay = 0;
+        int has = tern_desc_get_u64(reply, "relay", &relay) == 0;
+        if (bad) {
+            cr_assert(!has, "ring variant %d was served", bad);
+        } else {
+            cr_assert(has && relay == 1, "a good ring was not served");
+            uint64_t base = (uintptr_t)dst.buf;
+            memset(g.data, 0x5A, 4 * 4096);
+            cr_assert_eq(ring_post(&g, 0, 7, dst.key, base, 16), TERN_ERR_INVAL);
+            cr_assert_eq(ring_post(&g, 1, 1, dst.key, base, 4097), TERN_ERR_INVAL);
+            cr_assert_eq(ring_post(&g, 2, 1, dst.key, base, 0), TERN_ERR_INVAL);
+            cr_assert_eq(ring_post(&g, 3, 1, dst.key, base + 16384 - 100, 200), TERN_ERR_RANGE);
+            cr_assert_eq(ring_post(&g, 0, 1, dst.key + 99, base, 16), TERN_ERR_RANGE);
+            cr_assert_eq(ring_post(&g, 1, 0, dst.key, base - 1, 16), TERN_ERR_RANGE);
+            canaries_intact(&dst);
+            for (size_t i = 0; i < 16384; i++)
+                cr_assert_eq(dst.buf[i], 0xC3, "a refused request wrote byte %zu", i);
+            /* and a good WRITE then READ through the same ring */
+            fill(g.data + 2 * 4096, 4096, 9);
+            cr_assert_eq(ring_post(&g, 2, 1, dst.key, base + 8192, 4096), 0);
+            cr_assert_eq(memcmp(dst.buf + 8192, g.data + 2 * 4096, 4096), 0);
+            memset(g.data + 3 * 4096, 0, 4096);
+            cr_assert_eq(ring_post(&g, 3, 0, dst.key, base + 8192, 4096), 0);
+            cr_assert_eq(memcmp(dst.buf + 8192, g.data + 3 * 4096, 4096), 0);
+            canaries_intact(&dst);
+        }
+        T->ep_close(pep);
+        if (!bad) /* the relay says it is gone, so a copier waiting on it stops */
+            cr_assert_eq(((ring_head *)g.map)->gone, 1);
+        T->ep_close(ep);
+        munmap(g.map, 4096 + 4 * 4096);
+        close(g.fd);
+        tern_desc_free(blob);
+        tern_desc_free(fields);
+        tern_desc_free(reply);
+        tern_desc_free(empty);
+    }
     inst_free(a);
     inst_free(b);
 }

@@ -62,7 +62,16 @@ static int unreachable(shm_ctx *ctx, int rc, const char *err)
     X(shm_opts, max_registrations, "max_registrations", TERN_OPT_INT, 1, 1 << 20, NULL,   \
       "4096", "entries of the published registration table")                              \
     X(shm_opts, unregister_wait_ms, "unregister_wait_ms", TERN_OPT_INT, 0, 600000, NULL,  \
-      "1000", "how long a deregistration waits for peers' copies into the range to finish")
+      "1000", "how long a deregistration waits for peers' copies into the range to finish") \
+    X(shm_opts, relay_slots, "relay_slots", TERN_OPT_INT, 0, SHM_RELAY_MAX_SLOTS, NULL,   \
+      "8", "slots of each relay ring (memory neither side can map is copied in two halves " \
+      "through them); 0 = no relay, cross-memory attach only")                            \
+    X(shm_opts, relay_slot_size, "relay_slot_size", TERN_OPT_SIZE, 4096,                  \
+      SHM_RELAY_MAX_SLOT_SIZE, NULL, "64K",                                               \
+      "bytes of one relay slot; a chunk shorter than this uses cross-memory attach")      \
+    X(shm_opts, relay_timeout_ms, "relay_timeout_ms", TERN_OPT_INT, 10, 600000, NULL,     \
+      "10000", "how long a copier waits for the peer's relay before it copies that chunk " \
+      "with cross-memory attach and stops using the relay")
 
 static const tern_option shm_options[] = {SHM_OPTIONS(TERN_KIT_OPTION) TERN_KIT_OPTIONS_END};
 static const tern_kit_field shm_fields[] = {SHM_OPTIONS(TERN_KIT_FIELD) TERN_KIT_FIELDS_END};
@@ -197,6 +206,7 @@ static shm_ep *ep_new(shm_ctx *ctx, int passive)
     pthread_cond_init(&ep->idle, NULL);
     shm_remote_init(&ep->remote, 0, 0, 0);
     shm_maps_init(&ep->maps);
+    shm_relay_tx_init(&ep->tx);
     return ep;
 }
 
@@ -245,6 +255,51 @@ static int shm_ep_open(void *vctx, const tern_ep_params *params, void **out, cha
     return 0;
 }
 
+/* The relay (shm_relay.c).  Active: our ring's descriptor and inode, so
+ * the target can open and check it; a ring that cannot be made is no
+ * relay, not an error.  Passive: "relay" 1 when we serve the initiator's. */
+static int describe_relay(shm_ep *ep, tern_desc *out)
+{
+    shm_ctx *ctx = ep->ctx;
+    const tern_host_services *h = ctx->host;
+    if (ep->passive)
+        return ep->rx ? h->desc_set_u64(out, "relay", 1) : 0;
+    if (ctx->opt.relay_slots == 0)
+        return 0;
+    char why[256];
+    if (shm_relay_tx_create(&ep->tx, (uint32_t)ctx->workers, (uint32_t)ctx->opt.relay_slots,
+                            (uint32_t)ctx->opt.relay_slot_size, why, sizeof why) != 0) {
+        h->log(h->host, TERN_LOG_WARN, "%s; copies use cross-memory attach", why + 5);
+        return 0;
+    }
+    int rc = h->desc_set_u64(out, "relay_fd", (uint64_t)ep->tx.fd);
+    return rc ? rc : h->desc_set_u64(out, "relay_ino", ep->tx.ino);
+}
+
+/* Passive, the initiator proven: serve its ring when it offers one. */
+static void serve_relay(shm_ep *ep, const tern_desc *peer, pid_t pid)
+{
+    shm_ctx *ctx = ep->ctx;
+    const tern_host_services *h = ctx->host;
+    uint64_t fd, ino;
+    if (ctx->opt.relay_slots == 0 || h->desc_get_u64(peer, "relay_fd", &fd) < 0 ||
+        h->desc_get_u64(peer, "relay_ino", &ino) < 0 || fd > INT32_MAX)
+        return;
+    char why[256];
+    shm_relay_rx_stop(ep->rx); /* a second handshake on this endpoint */
+    ep->rx = NULL;
+    if (shm_relay_rx_start(&ctx->local, &ctx->served_bytes, pid, (int64_t)fd, ino, &ep->rx, why,
+                           sizeof why) != 0) {
+        h->log(h->host, TERN_LOG_WARN, "no relay for process %ld: %s; its copies use "
+               "cross-memory attach", (long)pid, why);
+        return;
+    }
+    uint32_t rings, slots, size;
+    shm_relay_rx_describe(ep->rx, &rings, &slots, &size);
+    h->log(h->host, TERN_LOG_DEBUG, "relay for process %ld: %u rings of %u slots of %u bytes",
+           (long)pid, rings, slots, size);
+}
+
 /* Our identity, the handshake's nonce and the proof slot that holds it. */
 static int shm_ep_describe(void *vep, tern_desc *out)
 {
@@ -259,6 +314,7 @@ static int shm_ep_describe(void *vep, tern_desc *out)
         ep->slot = shm_local_prove(&ctx->local, ep->peer.instance, bound);
     }
     int rc = shm_ident_put(h, out, &ctx->self);
+    rc = rc ? rc : describe_relay(ep, out);
     rc = rc ? rc : h->desc_set_u64(out, "nonce0", ep->nonce[0]);
     rc = rc ? rc : h->desc_set_u64(out, "nonce1", ep->nonce[1]);
     rc = rc ? rc : h->desc_set_u64(out, "proof_slot", ep->slot);
@@ -307,8 +363,8 @@ static int read_fields(shm_ep *ep, const tern_desc *peer, shm_ident *id, uint64_
 
 /* Active: the reply must come from the process the segment names, and that
  * process must show our nonce in its own table. */
-static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[2],
-                          uint64_t slot, char *err, size_t errlen)
+static int connect_active(shm_ep *ep, const tern_desc *peer, const shm_ident *id,
+                          const uint64_t nonce[2], uint64_t slot, char *err, size_t errlen)
 {
     shm_ctx *ctx = ep->ctx;
     if (id->pid != ep->peer.pid || id->instance != ep->peer.instance ||
@@ -324,6 +380,9 @@ static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[
         rc = check_proof(ep, slot, ctx->self.instance, 1, err, errlen);
     if (rc)
         return unreachable(ctx, rc, err);
+    uint64_t relay = 0;
+    if (ctx->host->desc_get_u64(peer, "relay", &relay) == 0 && relay == 1)
+        shm_relay_tx_start(&ep->tx, (pid_t)ep->peer.pid);
     ep->connected = 1;
     return 0;
 }
@@ -332,8 +391,8 @@ static int connect_active(shm_ep *ep, const shm_ident *id, const uint64_t nonce[
  * instance and its nonce).  When we cannot, the endpoint still answers the
  * handshake (the initiator reaching us does not depend on it) but refuses
  * to copy towards that peer. */
-static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce[2],
-                           uint64_t slot)
+static int connect_passive(shm_ep *ep, const tern_desc *peer, const shm_ident *id,
+                           const uint64_t nonce[2], uint64_t slot)
 {
     shm_ctx *ctx = ep->ctx;
     char why[400] = "";
@@ -356,6 +415,7 @@ static int connect_passive(shm_ep *ep, const shm_ident *id, const uint64_t nonce
         snprintf(ep->why, sizeof ep->why, "%s", why);
     } else {
         shm_copiers_add(&ctx->copiers, id); /* proven: it may copy into us */
+        serve_relay(ep, peer, (pid_t)id->pid);
     }
     /* Echo the initiator's nonce, bound to our own name, into our own
      * table: its proof of us (never of the name a relay asked for). */
@@ -376,8 +436,8 @@ static int shm_ep_connect(void *vep, const tern_desc *peer, char *err, size_t er
     int rc = read_fields(ep, peer, &id, nonce, &slot, err, errlen);
     if (rc)
         return rc;
-    return ep->passive ? connect_passive(ep, &id, nonce, slot)
-                       : connect_active(ep, &id, nonce, slot, err, errlen);
+    return ep->passive ? connect_passive(ep, peer, &id, nonce, slot)
+                       : connect_active(ep, peer, &id, nonce, slot, err, errlen);
 }
 
 /* Slices still queued fail (CLOSED) as workers reach them; waits for the
@@ -390,6 +450,8 @@ static void shm_ep_close(void *vep)
     while (atomic_load(&ep->running) > 0)
         pthread_cond_wait(&ep->idle, &ep->lock);
     pthread_mutex_unlock(&ep->lock);
+    shm_relay_rx_stop(ep->rx); /* the initiator's copies through it fail CLOSED */
+    ep->rx = NULL;
     shm_ep_unref(ep);
 }
 
@@ -446,10 +508,13 @@ static int shm_query(void *vctx, const char *what, char *out, size_t outlen)
     unsigned long long n = ctx->local.t->head.n;
     pthread_rwlock_unlock(&ctx->local.lock);
     snprintf(out, outlen,
-             "pid=%llu workers=%d chunk=%llu registrations=%llu mapped_bytes=%llu cma_bytes=%llu",
+             "pid=%llu workers=%d chunk=%llu registrations=%llu mapped_bytes=%llu cma_bytes=%llu "
+             "relay_bytes=%llu relay_served_bytes=%llu",
              (unsigned long long)ctx->self.pid, ctx->workers, (unsigned long long)ctx->chunk, n,
              (unsigned long long)atomic_load(&ctx->mapped_bytes),
-             (unsigned long long)atomic_load(&ctx->cma_bytes));
+             (unsigned long long)atomic_load(&ctx->cma_bytes),
+             (unsigned long long)atomic_load(&ctx->relay_bytes),
+             (unsigned long long)atomic_load(&ctx->served_bytes));
     return 0;
 }
 

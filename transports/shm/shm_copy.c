@@ -16,6 +16,8 @@ void shm_ep_unref(shm_ep *ep)
         return;
     shm_remote_fini(&ep->remote);
     shm_maps_fini(&ep->maps);
+    shm_relay_tx_fini(&ep->tx);
+    shm_relay_rx_stop(ep->rx);
     pthread_mutex_destroy(&ep->lock);
     pthread_cond_destroy(&ep->idle);
     ep->ctx->host->free(ep);
@@ -82,7 +84,21 @@ static int copy_chunk(shm_ep *ep, int slot, tern_slice *s, uint64_t off, uint64_
         atomic_fetch_add(&ep->ctx->mapped_bytes, len);
         return 0;
     }
-    atomic_fetch_add(&ep->ctx->cma_bytes, len);
+    /* Private memory: through the peer's relay when it serves one (two
+     * copies on two CPUs, no page pinned), else cross-memory attach. */
+    shm_ctx *ctx = ep->ctx;
+    if (len >= (uint64_t)ctx->opt.relay_slot_size && atomic_load(&ep->tx.on)) {
+        rc = shm_relay_copy(&ep->tx, s->opcode, local, s->rkey, remote, len,
+                            ctx->opt.relay_timeout_ms, msg, msglen);
+        if (rc != SHM_RELAY_AGAIN) {
+            if (rc == 0)
+                atomic_fetch_add(&ctx->relay_bytes, len);
+            return rc;
+        }
+        ctx->host->log(ctx->host->host, TERN_LOG_WARN, "%s; copies to process %ld use "
+                       "cross-memory attach from now on", msg + 5, (long)ep->peer.pid);
+    }
+    atomic_fetch_add(&ctx->cma_bytes, len);
     return move(ep, s->opcode, local, remote, len, msg, msglen);
 }
 

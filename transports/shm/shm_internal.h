@@ -125,6 +125,11 @@ int shm_local_remove(shm_local *l, uint64_t key, uint64_t *seq);
 /* Whether [addr, addr+len) lies in the entry with key; a copy in slot
  * (>= 0) records the seq it was checked at. */
 int shm_local_covers(shm_local *l, int slot, uint64_t key, uint64_t addr, uint64_t len);
+/* The relay's copy into (to_local) or out of our own [addr, addr+len),
+ * under the table's lock so a deregistration waits for it: 0, or
+ * TERN_ERR_RANGE when the range is not inside the registration with key. */
+int shm_local_move(shm_local *l, uint64_t key, uint64_t addr, uint64_t len, void *buf,
+                   int to_local);
 /* A copy into the table `instance`: claims a copying[] slot (published
  * before the target's table is read), records the target's seq its range
  * was checked at, frees it when the bytes are moved. */
@@ -198,6 +203,48 @@ int shm_maps_get(shm_maps *m, const tern_host_services *h, shm_remote *r, pid_t 
                  const shm_entry *e, uint8_t **base);
 void shm_maps_put(shm_maps *m, int slot);
 
+/* ---- the relay (shm_relay.c): a copy in two halves through a shared ring ------ */
+
+#define SHM_RELAY_MAX_RINGS 64
+#define SHM_RELAY_MAX_SLOTS 64
+#define SHM_RELAY_MAX_SLOT_SIZE (1u << 20)
+
+/* The initiator's ring file: one ring per copier at a time (busy). */
+typedef struct shm_relay_tx {
+    int fd, pidfd;
+    uint64_t ino;
+    uint8_t *map;
+    size_t mlen;
+    uint32_t rings, slots, slot_size;
+    uint64_t next[SHM_RELAY_MAX_RINGS]; /* slots posted so far, per ring (its holder's) */
+    atomic_uint_fast64_t busy;          /* rings held by a copier, one bit each */
+    atomic_int on;                      /* the target serves it and nothing broke */
+} shm_relay_tx;
+
+void shm_relay_tx_init(shm_relay_tx *tx);
+/* A sealed memfd of `rings` rings of `slots` slots of slot_size bytes. */
+int shm_relay_tx_create(shm_relay_tx *tx, uint32_t rings, uint32_t slots, uint32_t slot_size,
+                        char *err, size_t errlen);
+/* The handshake reply said the target serves it. */
+void shm_relay_tx_start(shm_relay_tx *tx, pid_t target);
+void shm_relay_tx_fini(shm_relay_tx *tx);
+/* One chunk through the relay: 0; TERN_ERR_RANGE / TERN_ERR_REFUSED (the
+ * target refused the range); SHM_RELAY_AGAIN (the target stopped
+ * answering and nothing of the chunk is in its hands: copy it another
+ * way); TERN_ERR_CLOSED / TERN_ERR_TIMEOUT (it went away, or stopped in
+ * the middle of a copy).  After any of the last three the ring is off. */
+#define SHM_RELAY_AGAIN 1
+int shm_relay_copy(shm_relay_tx *tx, int op, uint8_t *local, uint64_t key, uint64_t remote,
+                   uint64_t len, int64_t timeout_ms, char *msg, size_t msglen);
+
+/* The target's side: a thread serving one initiator's ring file. */
+typedef struct shm_relay_rx shm_relay_rx;
+int shm_relay_rx_start(shm_local *local, atomic_uint_fast64_t *served, pid_t pid, int64_t fd,
+                       uint64_t ino, shm_relay_rx **out, char *err, size_t errlen);
+void shm_relay_rx_describe(const shm_relay_rx *rx, uint32_t *rings, uint32_t *slots,
+                           uint32_t *slot_size);
+void shm_relay_rx_stop(shm_relay_rx *rx);
+
 /* ---- context and endpoints ---------------------------------------------------- */
 
 typedef struct shm_pool shm_pool;
@@ -219,6 +266,9 @@ typedef struct shm_opts {
     int64_t slice_size;  /* read by the core */
     int64_t max_registrations;
     int64_t unregister_wait_ms;
+    int64_t relay_slots;      /* 0: no relay */
+    int64_t relay_slot_size;
+    int64_t relay_timeout_ms;
 } shm_opts;
 
 typedef struct shm_ctx {
@@ -230,7 +280,8 @@ typedef struct shm_ctx {
     shm_copiers copiers;
     int workers;
     uint64_t chunk;
-    atomic_uint_fast64_t mapped_bytes, cma_bytes; /* copied each way (query) */
+    atomic_uint_fast64_t mapped_bytes, cma_bytes, relay_bytes; /* copied each way (query) */
+    atomic_uint_fast64_t served_bytes; /* copied by our relays for peers */
     pthread_mutex_t log_lock; /* one log line per distinct unreachable cause */
     char last_unreachable[256];
 } shm_ctx;
@@ -242,6 +293,8 @@ typedef struct shm_ep {
     shm_ident peer;
     shm_remote remote;
     shm_maps maps;       /* the peer's shared registrations we mapped */
+    shm_relay_tx tx;     /* active: our ring, when the target serves it */
+    shm_relay_rx *rx;    /* passive: the thread serving the initiator's ring */
     uint64_t nonce[2];
     unsigned slot;       /* our proof slot for this handshake */
     char initiator[256], target[256]; /* segment names the proofs bind (shm_bind) */

@@ -154,6 +154,19 @@ int shm_local_covers(shm_local *l, int slot, uint64_t key, uint64_t addr, uint64
     return ok;
 }
 
+int shm_local_move(shm_local *l, uint64_t key, uint64_t addr, uint64_t len, void *buf,
+                   int to_local)
+{
+    pthread_rwlock_rdlock(&l->lock);
+    int ok = covers(l->t->entries, l->t->head.n, key, addr, len);
+    if (ok && to_local)
+        memcpy((void *)(uintptr_t)addr, buf, len);
+    else if (ok)
+        memcpy(buf, (const void *)(uintptr_t)addr, len);
+    pthread_rwlock_unlock(&l->lock);
+    return ok ? 0 : TERN_ERR_RANGE;
+}
+
 /* ---- copies under way ------------------------------------------------------------ */
 
 /* Only the context's workers copy, and there are at most SHM_COPY_SLOTS
