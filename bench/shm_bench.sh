@@ -6,7 +6,10 @@
 #   memcpy x1:  tern-bench-memcpy --threads 1  (64 MiB in 1 MiB pieces)
 #   memcpy xN:  tern-bench-memcpy --threads N, N = shm's workers
 #               (transports.shm.workers; default: online CPUs, at most 8)
-#   shm:        tern-bench target (shm, tcp) + initiator listing only shm
+#   shm:        tern-bench target (shm, tcp) + initiator listing only shm;
+#               their buffers are private 4 KiB pages, so 64 KiB pieces and
+#               up go through the target's relay (docs/protocol.md, The
+#               relay); RELAY_SLOTS=0 measures cross-memory attach instead
 #   tcp:        the same target + an initiator listing only tcp
 #   alloc:      a second target whose buffer, and the initiator's, come from
 #               tern_alloc_memory (a shared-memory file the peer maps: shm
@@ -20,7 +23,9 @@
 # the ratios shm/memcpy x1, shm/memcpy xN and shm/tcp.  Absolute figures on
 # a shared machine move a lot; ratios of runs seconds apart much less.
 # Environment: OPS ("write read"), SECONDS_PER_RUN, REPEAT, WORKERS (shm
-# workers; 0 = default), CHUNK (transports.shm.chunk_size, default 256K), BATCH (8 blocks per batch), DEPTH (4 batches in flight),
+# workers; 0 = default), CHUNK (transports.shm.chunk_size, default 256K),
+# RELAY_SLOTS (8) and RELAY_SLOT_SIZE (64K) (transports.shm.relay_slots,
+# relay_slot_size), BATCH (8 blocks per batch), DEPTH (4 batches in flight),
 # HUGEPAGES (1: every buffer, memcpy's included, advised to transparent huge
 # pages; the copy pins the peer's pages, so page size matters most to shm).
 # JSON_OUT=FILE: the results as JSON (bench/bench_results.py: series

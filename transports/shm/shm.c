@@ -4,9 +4,12 @@
  * registered memory: the initiator calls process_vm_writev (WRITE) or
  * process_vm_readv (READ) on the target process (cross-memory attach), in
  * chunks spread over a pool of worker threads, so one large request uses
- * several cores.  Nothing runs in the target: it only keeps, in its own
- * memory, the table of its current registrations and its handshake proofs,
- * which the initiator reads the same way.
+ * several cores; a chunk of memory the peer maps is a memcpy (shm_map.c),
+ * and a large chunk of private memory goes through the target's relay, two
+ * memcpy calls on two CPUs with no page pinned (shm_relay.c).  Otherwise
+ * nothing runs in the target: it keeps, in its own memory, the table of its
+ * current registrations and its handshake proofs, which the initiator reads
+ * the same way.
  *
  * Reachability is proven before an endpoint is used: same boot, same pid
  * namespace, the pid still held by the process that published it (start
@@ -68,7 +71,7 @@ static int unreachable(shm_ctx *ctx, int rc, const char *err)
       "through them); 0 = no relay, cross-memory attach only")                            \
     X(shm_opts, relay_slot_size, "relay_slot_size", TERN_OPT_SIZE, 4096,                  \
       SHM_RELAY_MAX_SLOT_SIZE, NULL, "64K",                                               \
-      "bytes of one relay slot; a chunk shorter than this uses cross-memory attach")      \
+      "bytes of one relay slot; a chunk shorter than four slots uses cross-memory attach")      \
     X(shm_opts, relay_timeout_ms, "relay_timeout_ms", TERN_OPT_INT, 10, 600000, NULL,     \
       "10000", "how long a copier waits for the peer's relay before it copies that chunk " \
       "with cross-memory attach and stops using the relay")

@@ -160,7 +160,7 @@ int shm_local_move(shm_local *l, uint64_t key, uint64_t addr, uint64_t len, void
     pthread_rwlock_rdlock(&l->lock);
     int ok = covers(l->t->entries, l->t->head.n, key, addr, len);
     if (ok && to_local)
-        memcpy((void *)(uintptr_t)addr, buf, len);
+        shm_copy_stream((void *)(uintptr_t)addr, buf, len);
     else if (ok)
         memcpy(buf, (const void *)(uintptr_t)addr, len);
     pthread_rwlock_unlock(&l->lock);
