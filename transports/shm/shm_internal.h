@@ -8,7 +8,7 @@
  * an endpoint's last reference), shm_drain.c (the processes that copy into ours, and
  * the wait at deregistration for their copies under way), shm_map.c (peers'
  * shared files mapped), shm_relay.c (the ring a target serves for private
- * memory).  The protocol is in docs/protocol.md, "Same-host
+ * memory), shm_stream.c (the relay's copy into its final place).  The protocol is in docs/protocol.md, "Same-host
  * transport". */
 #ifndef TERN_SHM_INTERNAL_H
 #define TERN_SHM_INTERNAL_H
@@ -239,7 +239,8 @@ void shm_relay_tx_fini(shm_relay_tx *tx);
 int shm_relay_copy(shm_relay_tx *tx, int op, uint8_t *local, uint64_t key, uint64_t remote,
                    uint64_t len, int64_t timeout_ms, char *msg, size_t msglen);
 
-/* memcpy into memory that will not be read soon (streaming stores on x86-64). */
+/* memcpy into memory that will not be read soon (streaming stores on
+ * x86-64; shm_stream.c). */
 void shm_copy_stream(void *dst, const void *src, size_t n);
 
 /* The target's side: a thread serving one initiator's ring file. */

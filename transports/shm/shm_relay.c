@@ -42,10 +42,6 @@
 
 #include "shm_internal.h"
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 #define RELAY_MAGIC 0x31594C52534E5254ULL /* "TRNSRLY1" */
 #define RELAY_FREE 0u
 #define RELAY_POSTED 1u
@@ -120,42 +116,6 @@ static void cpu_relax(void)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
-#endif
-}
-
-/* The copy out of a slot into its final place (the target's memory for a
- * WRITE, the initiator's for a READ).  Why streaming stores: a plain store
- * first reads the destination line from memory (it is not in any cache:
- * the relay moves large requests), so the destination would be read and
- * written; a streaming store only writes, and the slot it reads stays in
- * the cache for the next piece.  The fence orders the stores before the
- * release that hands the slot on. */
-void shm_copy_stream(void *dst, const void *src, size_t n)
-{
-#if defined(__x86_64__)
-    uint8_t *d = dst;
-    const uint8_t *s = src;
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    if (n < 256 + head) {
-        memcpy(d, s, n);
-        return;
-    }
-    memcpy(d, s, head);
-    d += head, s += head, n -= head;
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)(d + 16), b);
-        _mm_stream_si128((__m128i *)(d + 32), c);
-        _mm_stream_si128((__m128i *)(d + 48), e);
-    }
-    memcpy(d, s, n);
-    _mm_sfence();
-#else
-    memcpy(dst, src, n);
 #endif
 }
 
