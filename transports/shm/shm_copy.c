@@ -79,9 +79,9 @@ static int copy_chunk(shm_ep *ep, int slot, tern_slice *s, uint64_t off, uint64_
     if (m >= 0) {
         uint8_t *peer = base + (remote - hit.addr);
         if (s->opcode == TERN_OP_WRITE)
-            memcpy(peer, local, len);
+            shm_copy_stream(peer, local, len);
         else
-            memcpy(local, peer, len);
+            shm_copy_stream(local, peer, len);
         shm_maps_put(&ep->maps, m);
         atomic_fetch_add(&ep->ctx->mapped_bytes, len);
         return 0;
