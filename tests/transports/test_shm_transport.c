@@ -142,6 +142,15 @@ static void *connect_pair(inst *from, inst *to, void **pep)
     return ep;
 }
 
+/* Both endpoints of a pair closed, then both instances. */
+static void pair_close(void *ep, void *pep, inst *a, inst *b)
+{
+    T->ep_close(ep);
+    T->ep_close(pep);
+    inst_free(a);
+    inst_free(b);
+}
+
 static tern_slice *mk(int op, void *local, uint64_t lkey, uint64_t remote, uint64_t rkey,
                       uint64_t len)
 {
@@ -228,10 +237,7 @@ Test(shm_transport, one_slice_is_spread_over_chunks_and_arrives_byte_exact)
     cr_assert(strstr(q, "workers=3") && strstr(q, "chunk=4096"), "%s", q);
     free(w);
     free(r);
-    T->ep_close(ep);
-    T->ep_close(pep);
-    inst_free(a);
-    inst_free(b);
+    pair_close(ep, pep, a, b);
 }
 
 Test(shm_transport, default_workers_follow_the_core_count)
@@ -280,10 +286,7 @@ Test(shm_transport, wrong_keys_and_deregistered_ranges_refused)
     canaries_intact(&dst);
     free(ok);
     free(gone);
-    T->ep_close(ep);
-    T->ep_close(pep);
-    inst_free(a);
-    inst_free(b);
+    pair_close(ep, pep, a, b);
 }
 
 /* The exact edges of the target's range check, both sides of each: a
@@ -325,10 +328,7 @@ Test(shm_transport, range_edges_exact_in_one_byte_out)
     canaries_intact(&src);
     free(in);
     free(past);
-    T->ep_close(ep);
-    T->ep_close(pep);
-    inst_free(a);
-    inst_free(b);
+    pair_close(ep, pep, a, b);
 }
 
 /* Start time of a process (field 22 of /proc/PID/stat). */
@@ -644,10 +644,7 @@ Test(shm_transport, private_memory_goes_through_the_relay_byte_exact)
         }
         free(w);
         free(r);
-        T->ep_close(ep);
-        T->ep_close(pep);
-        inst_free(a);
-        inst_free(b);
+        pair_close(ep, pep, a, b);
     }
 }
 
