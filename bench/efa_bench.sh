@@ -8,10 +8,12 @@
 #   slice size 64K vs 1M on efa/tcp and efa/shm
 #   efa/shm with its default rails vs one rail (one endpoint and progress
 #   thread; docs/protocol.md, "efa rails")
-#   efa/shm with `huge_pages: collapse` on both sides vs memcpy: the same
-#   4 KiB-page buffers turned into huge pages when registered (the provider
-#   pins the peer's pages as the shm transport does; docs/protocol.md, Page
-#   size)
+#   efa/shm WRITE through the provider's bounce buffers (the default) vs
+#   `shm_bounce_min: 0` (WRITEs by cross-memory attach, which pins the
+#   writer's 4 KiB pages; docs/protocol.md, "efa rails")
+#   efa/shm with `huge_pages: collapse` and `shm_bounce_min: 0` on both sides
+#   vs memcpy: the same 4 KiB-page buffers turned into huge pages when
+#   registered, so the attach pins 2 MiB pages (docs/protocol.md, Page size)
 #
 # tern-bench: --op write (OPS to change), block 1 MiB, batch 16, 1 thread,
 # SECONDS_PER_RUN seconds (default 5); a small working set (2 batches) like
@@ -88,7 +90,8 @@ conf efa-shm "$EFA_SHM"
 conf efa-shm-64K "$EFA_SHM" 64K
 conf efa-shm-1M "$EFA_SHM" 1M
 conf efa-shm-rails1 "$EFA_SHM"$'    rails: 1\n'
-conf efa-shm-clp "$EFA_SHM"
+conf efa-shm-att "$EFA_SHM"$'    shm_bounce_min: 0\n'
+conf efa-shm-clp "$EFA_SHM"$'    shm_bounce_min: 0\n'
 sed -i '1a huge_pages: collapse' "$WORK/efa-shm-clp.yaml"
 printf 'server_name: 127.0.0.1:0\nmetadata: p2p\nlog_level: warn\ntransports:\n  - name: tcp\n' >"$WORK/tcp.yaml"
 
@@ -109,6 +112,7 @@ start_target() { # config
 start_target efa-tcp; SEG_EFA_TCP=$SEG
 start_target efa-shm; SEG_EFA_SHM=$SEG
 start_target efa-shm-rails1; SEG_EFA_SHM1=$SEG
+start_target efa-shm-att; SEG_EFA_SHMA=$SEG
 start_target efa-shm-clp; SEG_EFA_SHMC=$SEG
 start_target tcp; SEG_TCP=$SEG
 IPORT=$(free_port)
@@ -142,6 +146,10 @@ for op in $OPS; do
     row "efa/shm $op vs memcpy" "$shm" "$MEMCPY" "$(ratio "$shm" "$MEMCPY")"
     shm1=$(run_tern efa-shm-rails1 "$SEG_EFA_SHM1" "$op")
     row "efa/shm $op rails default vs 1" "$shm" "$shm1" "$(ratio "$shm" "$shm1")"
+    if [ "$op" = write ]; then # a READ never attaches
+        shma=$(run_tern efa-shm-att "$SEG_EFA_SHMA" "$op")
+        row "efa/shm $op bounce vs attach" "$shm" "$shma" "$(ratio "$shm" "$shma")"
+    fi
     shmc=$(run_tern efa-shm-clp "$SEG_EFA_SHMC" "$op")
     row "efa/shm $op collapsed vs memcpy" "$shmc" "$MEMCPY" "$(ratio "$shmc" "$MEMCPY")"
     etcp=$(run_tern efa-tcp "$SEG_EFA_TCP" "$op")

@@ -92,6 +92,7 @@ tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &
 # -- efa over libfabric shm: regions named per process, dead ones removed
 efa-shm-default-name | - | if \(\Kefa_is_shm\(d\)(?=\) \{\n        efa_shm_sweep) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-sweep-live | - | pid == getpid\(\) \|\| \Kkill\(pid, 0\) == 0 \|\| errno != ESRCH(?=\)) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
+efa-shm-large-writes-attach | - | int bounce = \Ks->opcode == TERN_OP_WRITE(?= && e->peer->has_b &&) | 0 | test_efa_integration | efa_integration/large_writes_never_attach_small_ones_do_provider_shm
 efa-shm-zombie-alive | - | p->pidfd = \Kefa_pidfd_open\(p->pid\)(?=;) | -1 | test_efa_transport | efa_transport/peer_exited_unreaped_is_dead_shm
 # -- a stalled peer: a timed-out slice is retried only when the daemon answers a probe
 stall-no-probe | - | if \(\K(?=tern_segment_alive\(&e->segs, cs->seg, cs->failed_ns) | !0 ? 1 : | test_stall | stall/stopped_peer_fails_within_the_default_bound

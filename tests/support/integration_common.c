@@ -70,7 +70,8 @@ void peer_check_canaries(it_peer *p)
     cr_assert_str_eq(line, "CANARY ok\n", "target memory outside its buffers changed: %s", line);
 }
 
-int peer_reap(it_peer *p)
+/* The target's wait status once it exited (SIGKILL after 10 s). */
+static int peer_wait_status(it_peer *p)
 {
     fclose(p->in);
     uint64_t end = now_ms() + 10000;
@@ -84,7 +85,19 @@ int peer_reap(it_peer *p)
         usleep(10000);
     }
     fclose(p->out);
+    return st;
+}
+
+int peer_reap(it_peer *p)
+{
+    int st = peer_wait_status(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int peer_reap_signal(it_peer *p)
+{
+    int st = peer_wait_status(p);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 }
 
 void peer_stop(it_peer *p)

@@ -72,6 +72,8 @@ void peer_check_canaries(it_peer *p);
 /* Closes the target's stdin (EOF: it exits), waits up to 10 s for it to
  * exit (SIGKILL after that); returns its exit status, -1 if killed. */
 int peer_reap(it_peer *p);
+/* The same; returns the signal that ended the target, 0 if it exited. */
+int peer_reap_signal(it_peer *p);
 /* EXIT, then peer_reap. */
 void peer_stop(it_peer *p);
 

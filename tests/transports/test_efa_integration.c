@@ -29,6 +29,8 @@ static const char *yaml_for(const char *list)
         const char *entry = !strcmp(t, "efa-tcp")   ? "  - name: efa\n    provider: tcp\n"
                                                       "    iface: lo\n"
                             : !strcmp(t, "efa-shm") ? "  - name: efa\n    provider: shm\n"
+                            : !strcmp(t, "efa-shm-1M")
+                                ? "  - name: efa\n    provider: shm\n    slice_size: 1M\n"
                             : !strcmp(t, "efa-shm-rails3")
                                 ? "  - name: efa\n    provider: shm\n    rails: 3\n"
                                 : "  - name: tcp\n";
@@ -118,6 +120,62 @@ Test(efa_integration, rails_spread_byte_exact_provider_shm)
     peer_stop(&p);
 }
 Test(efa_integration, data_path_provider_shm) { data_path("efa-shm"); }
+
+/* WRITEs the efa transport sent through shm's bounce buffers ("bounce_writes"
+ * summed over its devices' status). */
+static unsigned long long bounce_writes(tern_engine *e)
+{
+    tern_xport *x = &e->xports[0];
+    char q[4096] = "";
+    unsigned long long n = 0;
+    cr_assert_eq(x->ops->query(x->pl->ctx, "", q, sizeof q), 0);
+    for (const char *at = q; (at = strstr(at, "bounce_writes ")) != NULL; at++)
+        n += strtoull(at + 14, NULL, 10);
+    return n;
+}
+
+/* A target that dies at its first process_vm_readv, the call with which
+ * shm copies a WRITE by cross-memory attach (docs/protocol.md, efa rails).
+ * WRITEs of 1 MiB slices (shm_bounce_min 256K) go through the bounce
+ * buffers and it lives; a 64 KiB WRITE goes by attach and kills it, which
+ * shows the filter works. */
+Test(efa_integration, large_writes_never_attach_small_ones_do_provider_shm)
+{
+    it_peer p;
+    tern_engine *e = engine_new("efa-shm-1M");
+    peer_start(&p, PEER_PATH, "efa-shm-1M,no-attach-reads");
+    tern_segment_id seg = open_expect(e, &p, "efa");
+    const uint64_t len = (4u << 20) + 3;
+    uint8_t *src = local_buf(e, len), *dst = local_buf(e, len);
+    it_fill(IT_PATTERN, src, len, 9);
+    /* 4 whole slices of 1 MiB and a 3-byte one: the tail is an inject */
+    write_read_back(e, seg, src, dst, p.a, len, "4 MiB + 3 through the bounce buffers");
+    cr_assert_geq(bounce_writes(e), 4, "the 1 MiB slices did not take the bounce endpoint");
+    peer_check_canaries(&p);
+    fprintf(p.in, "EXIT\n");
+    fflush(p.in);
+    int sig = peer_reap_signal(&p);
+    cr_assert_eq(sig, 0, "the target died of signal %d: a large WRITE was copied by "
+                 "cross-memory attach", sig);
+    tern_segment_close(e, seg);
+
+    it_peer q;
+    peer_start(&q, PEER_PATH, "efa-shm-1M,no-attach-reads");
+    seg = open_expect(e, &q, "efa");
+    /* The WRITE fails (the target is gone) or, were it not attached, completes. */
+    tern_batch *b = tern_batch_alloc(e, 1);
+    tern_request r = {.opcode = TERN_WRITE, .local = src, .segment = seg, .remote = q.a,
+                      .length = 64u << 10};
+    cr_assert_eq(tern_batch_submit(b, &r, 1), 1);
+    int rc = tern_batch_wait(b, 30000);
+    sig = peer_reap_signal(&q);
+    cr_assert_eq(sig, SIGSYS, "a 64 KiB WRITE (below shm_bounce_min) should go by "
+                 "cross-memory attach and meet the filter; the target ended with signal %d "
+                 "(wait: %d, %s)", sig, rc, tern_batch_error(b, 0));
+    cr_assert_eq(tern_batch_free(b), 0);
+    tern_segment_close(e, seg);
+    tern_engine_destroy(e);
+}
 
 static void refused(const char *list)
 {
@@ -248,10 +306,10 @@ static void killed(const char *list)
      * still exists, so no engine (other tests run beside this one) removes
      * its region yet. */
     int shm = !strcmp(list, "efa-shm");
-    const int rails = 4; /* its default rails, one region each */
+    const int regions = 8; /* its default 4 rails, each with a bounce endpoint */
     if (shm)
-        cr_assert_eq(shm_regions_of(p.pid), rails, "the killed target's %d shm regions "
-                     "should still be in /dev/shm (SIGKILL runs no cleanup)", rails);
+        cr_assert_eq(shm_regions_of(p.pid), regions, "the killed target's %d shm regions "
+                     "should still be in /dev/shm (SIGKILL runs no cleanup)", regions);
     peer_reap(&p);
     tern_segment_close(e, seg);
     skip_if_provider_spins(e, list, "(before a new target)");

@@ -44,7 +44,11 @@
       "slices in flight per engine before submit pushes back")                              \
     X(efa_ctx, rails, "rails", TERN_OPT_INT, 0, 16, NULL, "0",                               \
       "endpoints per device, each with its own progress thread; the core spreads slices "  \
-      "over them like NICs (0: 4 for shm, 1 for other providers)")
+      "over them like NICs (0: 4 for shm, 1 for other providers)")                         \
+    X(efa_ctx, shm_bounce_min, "shm_bounce_min", TERN_OPT_SIZE, 0, 1LL << 30, NULL, "256K",  \
+      "provider shm: WRITEs of at least this size go through the provider's bounce "      \
+      "buffers (a second endpoint per rail) rather than by cross-memory attach, which "   \
+      "pins the writer's pages; 0: always attach")
 
 static const tern_option efa_options[] = {EFA_OPTIONS(TERN_KIT_OPTION) TERN_KIT_OPTIONS_END};
 static const tern_kit_field efa_fields[] = {EFA_OPTIONS(TERN_KIT_FIELD) TERN_KIT_FIELDS_END};
@@ -79,8 +83,8 @@ static void efa_fini(void *ctx);
 
 /* Device k of the transport: rail (k % rails) of picked fi_info k / rails.
  * Rail 0 keeps the domain's name, rail r is "<domain>.r<r>". */
-static int efa_open_device(efa_ctx *c, efa_dev *d, int k, const struct fi_info *fi, char *err,
-                           size_t errlen)
+static int efa_open_device(efa_ctx *c, efa_dev *d, int k, const struct fi_info *fi,
+                           const struct fi_info *fi_b, char *err, size_t errlen)
 {
     unsigned rail = (unsigned)(k % c->rails) & 15u; /* rails <= 16 */
     d->ctx = c;
@@ -100,6 +104,8 @@ static int efa_open_device(efa_ctx *c, efa_dev *d, int k, const struct fi_info *
     d->info = fi_dupinfo(fi);
     if (!d->info)
         return TERN_ERR_NOMEM;
+    if (fi_b && !(d->info_b = fi_dupinfo(fi_b)))
+        return TERN_ERR_NOMEM;
     if (rail)
         snprintf(d->dinfo.name, sizeof d->dinfo.name, "%.*s.r%u",
                  (int)sizeof d->dinfo.name - 5, fi->domain_attr->name, rail);
@@ -117,7 +123,17 @@ static int efa_open_device(efa_ctx *c, efa_dev *d, int k, const struct fi_info *
     return 0;
 }
 
-static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t errlen)
+/* The bounce-buffer fi_info of domain fi's (NULL: none). */
+static const struct fi_info *efa_match_domain(const struct fi_info *list, const struct fi_info *fi)
+{
+    for (const struct fi_info *i = list; i; i = i->next)
+        if (i->domain_attr->name && !strcmp(i->domain_attr->name, fi->domain_attr->name))
+            return i;
+    return NULL;
+}
+
+static int efa_open_devices(efa_ctx *c, struct fi_info *list, const struct fi_info *list_b,
+                            char *err, size_t errlen)
 {
     struct fi_info *picked[TERN_MAX_DEVICES];
     int n = efa_pick_devices(c, list, picked, TERN_MAX_DEVICES);
@@ -132,11 +148,44 @@ static int efa_open_devices(efa_ctx *c, struct fi_info *list, char *err, size_t 
     if (!c->devs)
         return TERN_ERR_NOMEM;
     for (int k = 0; k < n * c->rails; k++) {
-        int rc = efa_open_device(c, &c->devs[k], k, picked[k / c->rails], err, errlen);
+        const struct fi_info *fi = picked[k / c->rails];
+        int rc = efa_open_device(c, &c->devs[k], k, fi, efa_match_domain(list_b, fi), err,
+                                 errlen);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+/* fi_getinfo with delivery completion if the provider has it, plain
+ * completions otherwise. */
+static int efa_getinfo_dc(const efa_ctx *c, int bounce, struct fi_info **list)
+{
+    int rc = efa_getinfo(c->prov_name, 1, bounce, list);
+    if (rc == -FI_ENODATA) {
+        efa_log(c, TERN_LOG_WARN, "provider %s: no FI_DELIVERY_COMPLETE, using defaults",
+                c->prov_name);
+        rc = efa_getinfo(c->prov_name, 0, bounce, list);
+    }
+    return rc;
+}
+
+/* Provider shm copies a WRITE by cross-memory attach, which pins the
+ * writer's pages one by one; its bounce buffers move large WRITEs faster
+ * when the pages are 4 KiB, attach moves small ones faster.  So each shm
+ * rail gets a second endpoint that never attaches (docs/protocol.md, "efa
+ * rails"), described by this second fi_info; NULL when there is none. */
+static struct fi_info *efa_getinfo_bounce(efa_ctx *c)
+{
+    struct fi_info *list = NULL;
+    if (c->shm_bounce_min == 0 || strcmp(c->prov_name, "shm") != 0)
+        return NULL;
+    if (efa_getinfo_dc(c, 1, &list) != 0) {
+        efa_log(c, TERN_LOG_INFO, "provider shm offers no FI_HMEM endpoint: every WRITE "
+                "goes by cross-memory attach");
+        return NULL;
+    }
+    return list;
 }
 
 static int efa_init(const tern_host_services *host, void **out, char *err, size_t errlen)
@@ -157,29 +206,27 @@ static int efa_init(const tern_host_services *host, void **out, char *err, size_
     c->eps.next = c->eps.prev = &c->eps;
     c->mrs.next = c->mrs.prev = &c->mrs;
     efa_read_options(c);
-    rc = efa_getinfo(c->prov_name, 1, &list);
-    if (rc == -FI_ENODATA) {
-        /* Provider cannot promise delivery completion: plain completions. */
-        efa_log(c, TERN_LOG_WARN, "provider %s: no FI_DELIVERY_COMPLETE, using defaults",
-                c->prov_name);
-        rc = efa_getinfo(c->prov_name, 0, &list);
-    }
+    rc = efa_getinfo_dc(c, 0, &list);
     if (rc) {
         efa_not_found_msg(c, rc, err, errlen);
         efa_fini(c);
         return TERN_ERR_NOT_FOUND;
     }
-    rc = efa_open_devices(c, list, err, errlen);
+    struct fi_info *list_b = efa_getinfo_bounce(c);
+    rc = efa_open_devices(c, list, list_b, err, errlen);
     fi_freeinfo(list);
+    if (list_b)
+        fi_freeinfo(list_b);
     if (rc) {
         efa_fini(c);
         return rc;
     }
     efa_log(c, TERN_LOG_INFO, "provider %s, %d device(s) (%d rail%s each), first %s, "
-            "mr_mode 0x%llx%s", c->prov_name, c->ndev, c->rails, c->rails == 1 ? "" : "s",
+            "mr_mode 0x%llx%s%s", c->prov_name, c->ndev, c->rails, c->rails == 1 ? "" : "s",
             c->devs[0].dinfo.name,
             (unsigned long long)c->devs[0].mr_mode,
-            c->devs[0].serialise ? ", serialised" : "");
+            c->devs[0].serialise ? ", serialised" : "",
+            c->devs[0].ep_b ? ", large writes through bounce buffers" : "");
     *out = c;
     return 0;
 }
@@ -228,13 +275,14 @@ static int efa_query(void *ctx, const char *what, char *out, size_t outlen)
         efa_dev *d = &c->devs[k];
         used += (size_t)snprintf(out + used, outlen - used,
                                  "; %s: mr_mode 0x%llx, %s, posted %llu, done %llu, "
-                                 "failed %llu, stuck_post_ms %llu",
+                                 "failed %llu, stuck_post_ms %llu, bounce_writes %llu",
                                  d->dinfo.name, (unsigned long long)d->mr_mode,
                                  d->serialise ? "serialised" : "thread-safe",
                                  (unsigned long long)atomic_load(&d->posted),
                                  (unsigned long long)atomic_load(&d->completed),
                                  (unsigned long long)atomic_load(&d->failed),
-                                 (unsigned long long)efa_dev_stuck_post_ms(d));
+                                 (unsigned long long)efa_dev_stuck_post_ms(d),
+                                 (unsigned long long)atomic_load(&d->bounced));
     }
     return 0;
 }

@@ -80,14 +80,21 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     }
     op->posted_ms = tern_kit_now_ms();
     efa_op_link(d, op, &call);
+    /* A large WRITE to a shm peer with a bounce endpoint goes through the
+     * provider's bounce buffers (docs/protocol.md, "efa rails"). */
+    int bounce = s->opcode == TERN_OP_WRITE && e->peer->has_b &&
+                 s->length >= e->ctx->shm_bounce_min;
     efa_lock(d);
     if (s->opcode == TERN_OP_WRITE)
-        rc = fi_write(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
+        rc = fi_write(bounce ? d->ep_b : d->ep, s->local, s->length, desc,
+                      bounce ? e->peer->fi_addr_b : e->peer->fi_addr, raddr, s->rkey,
                       &op->fctx);
     else
         rc = fi_read(d->ep, s->local, s->length, desc, e->peer->fi_addr, raddr, s->rkey,
                      &op->fctx);
     efa_unlock(d);
+    if (bounce && rc == 0)
+        atomic_fetch_add(&d->bounced, 1);
     efa_post_end(d, &call, rc ? op : NULL);
     pthread_rwlock_unlock(&d->av_lock);
     return rc;

@@ -80,7 +80,11 @@ int efa_ep_describe(void *ep, tern_desc *out)
     efa_ep *e = ep;
     char hex[2 * EFA_ADDR_MAX + 1];
     efa_hex_encode(e->dev->addr, e->dev->addrlen, hex);
-    return e->ctx->host->desc_set_str(out, "efa_addr", hex);
+    int rc = e->ctx->host->desc_set_str(out, "efa_addr", hex);
+    if (rc || !e->dev->addrlen_b)
+        return rc;
+    efa_hex_encode(e->dev->addr_b, e->dev->addrlen_b, hex);
+    return e->ctx->host->desc_set_str(out, "efa_addr_b", hex);
 }
 
 
@@ -100,12 +104,21 @@ int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t errlen)
                  "bytes (got %zu characters)", e->peer_nic_path, EFA_ADDR_MAX, strlen(hex));
         return TERN_ERR_PROTOCOL;
     }
+    /* The peer's bounce endpoint (shm), used only if we have one too. */
+    uint8_t addr_b[EFA_ADDR_MAX];
+    const char *hex_b = e->dev->ep_b ? e->ctx->host->desc_get_str(peer, "efa_addr_b") : NULL;
+    long n_b = hex_b ? efa_hex_decode(hex_b, addr_b, sizeof addr_b) : 0;
+    if (n_b < 0) {
+        snprintf(err, errlen, "efa_addr_b from %s is not an even-length hex string of 1..%d "
+                 "bytes (got %zu characters)", e->peer_nic_path, EFA_ADDR_MAX, strlen(hex_b));
+        return TERN_ERR_PROTOCOL;
+    }
     if (e->peer) {
         efa_peer_put(e->dev, e->peer);
         e->peer = NULL;
     }
     e->gen = atomic_load(&e->dev->gen);
-    return efa_peer_get(e->dev, addr, (size_t)n, &e->peer, err, errlen);
+    return efa_peer_get(e->dev, addr, (size_t)n, addr_b, (size_t)n_b, &e->peer, err, errlen);
 }
 
 void efa_ep_free(efa_ep *e)

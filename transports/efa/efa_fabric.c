@@ -23,7 +23,12 @@
 
 /* ---- device setup --------------------------------------------------------- */
 
-static struct fi_info *efa_hints(const char *prov_name, int delivery_complete)
+/* bounce: ask for FI_HMEM.  libfabric's shm provider then never copies by
+ * cross-memory attach on that endpoint, only through its bounce buffers
+ * (the same switch as its FI_SHM_DISABLE_CMA, but per endpoint rather than
+ * for the whole process); host memory is still FI_HMEM_SYSTEM, registered
+ * as before.  docs/protocol.md, "efa rails". */
+static struct fi_info *efa_hints(const char *prov_name, int delivery_complete, int bounce)
 {
     struct fi_info *h = fi_allocinfo();
     if (!h)
@@ -36,6 +41,10 @@ static struct fi_info *efa_hints(const char *prov_name, int delivery_complete)
     /* A write completes when the data is in the target's memory. */
     if (delivery_complete)
         h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    if (bounce) {
+        h->caps |= FI_HMEM;
+        h->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
     if (prov_name) {
         h->fabric_attr->prov_name = strdup(prov_name);
         if (!h->fabric_attr->prov_name) {
@@ -46,9 +55,9 @@ static struct fi_info *efa_hints(const char *prov_name, int delivery_complete)
     return h;
 }
 
-int efa_getinfo(const char *prov_name, int delivery_complete, struct fi_info **out)
+int efa_getinfo(const char *prov_name, int delivery_complete, int bounce, struct fi_info **out)
 {
-    struct fi_info *h = efa_hints(prov_name, delivery_complete);
+    struct fi_info *h = efa_hints(prov_name, delivery_complete, bounce);
     if (!h)
         return -FI_ENOMEM;
     int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, h, out);
@@ -62,7 +71,7 @@ void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen)
     struct fi_info *all = NULL, *i;
     char list[512] = "";
     size_t used = 0;
-    if (efa_getinfo(NULL, 0, &all) == 0) {
+    if (efa_getinfo(NULL, 0, 0, &all) == 0) {
         for (i = all; i; i = i->next) {
             const char *p = i->fabric_attr->prov_name;
             if (!p || strstr(list, p))
@@ -178,7 +187,9 @@ int efa_dev_open(efa_dev *d, char *err, size_t errlen)
             return rc;
     }
     EFA_TRY(fi_fabric(i->fabric_attr, &d->fabric, NULL), "fi_fabric");
-    EFA_TRY(fi_domain(d->fabric, i, &d->domain, NULL), "fi_domain");
+    /* With a bounce endpoint the domain is opened for both: FI_HMEM
+     * (host memory only here) and the registrations both endpoints use. */
+    EFA_TRY(fi_domain(d->fabric, d->info_b ? d->info_b : i, &d->domain, NULL), "fi_domain");
     return efa_dev_open_ep(d, err, errlen);
 }
 
@@ -208,13 +219,27 @@ int efa_dev_open_ep(efa_dev *d, char *err, size_t errlen)
     EFA_TRY(fi_ep_bind(d->ep, &d->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
     EFA_TRY(fi_ep_bind(d->ep, &d->av->fid, 0), "fi_ep_bind(av)");
     EFA_TRY(fi_enable(d->ep), "fi_enable");
+    if (d->info_b) {
+        EFA_TRY(fi_endpoint(d->domain, d->info_b, &d->ep_b, NULL), "fi_endpoint(bounce)");
+        EFA_TRY(fi_ep_bind(d->ep_b, &d->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(bounce, cq)");
+        EFA_TRY(fi_ep_bind(d->ep_b, &d->av->fid, 0), "fi_ep_bind(bounce, av)");
+        EFA_TRY(fi_enable(d->ep_b), "fi_enable(bounce)");
+    }
     d->addrlen = sizeof d->addr;
     EFA_TRY(fi_getname(&d->ep->fid, d->addr, &d->addrlen), "fi_getname");
+    d->addrlen_b = 0;
+    if (d->ep_b) {
+        d->addrlen_b = sizeof d->addr_b;
+        EFA_TRY(fi_getname(&d->ep_b->fid, d->addr_b, &d->addrlen_b), "fi_getname(bounce)");
+    }
     return 0;
 }
 
 void efa_dev_close_ep(efa_dev *d)
 {
+    if (d->ep_b)
+        fi_close(&d->ep_b->fid);
+    d->ep_b = NULL;
     if (d->ep)
         fi_close(&d->ep->fid);
     if (d->av)
@@ -244,6 +269,8 @@ void efa_dev_close(efa_dev *d)
     }
     if (d->info)
         fi_freeinfo(d->info);
+    if (d->info_b)
+        fi_freeinfo(d->info_b);
     pthread_mutex_destroy(&d->fi_lock);
     pthread_mutex_destroy(&d->ops_lock);
     pthread_rwlock_destroy(&d->av_lock);

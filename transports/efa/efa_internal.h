@@ -27,6 +27,8 @@ typedef struct efa_peer {
     uint8_t addr[EFA_ADDR_MAX];
     size_t addrlen;
     fi_addr_t fi_addr;
+    fi_addr_t fi_addr_b;        /* the peer's bounce endpoint, when has_b */
+    int has_b;
     int refs;                   /* endpoints using it */
     int stale;                  /* its AV was closed by a recycle */
     int gen;                    /* the device generation it was inserted in */
@@ -60,9 +62,11 @@ typedef struct efa_dev {
     struct efa_ctx *ctx;
     int index;
     struct fi_info *info;
+    struct fi_info *info_b;     /* shm: the bounce endpoint's (FI_HMEM), or NULL */
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_ep *ep;
+    struct fid_ep *ep_b;        /* shm: same domain, AV and CQ, never attaches */
     struct fid_av *av;
     struct fid_cq *cq;
     int cq_waitable;            /* fi_cq_sread usable */
@@ -79,11 +83,13 @@ typedef struct efa_dev {
     uint64_t max_msg;
     uint8_t addr[EFA_ADDR_MAX];
     size_t addrlen;
+    uint8_t addr_b[EFA_ADDR_MAX]; /* ep_b's, when there is one */
+    size_t addrlen_b;
     tern_device_info dinfo;
     pthread_t thread;
     int thread_started;
     atomic_uint_fast64_t next_key; /* requested keys when not FI_MR_PROV_KEY */
-    atomic_uint_fast64_t posted, completed, failed;
+    atomic_uint_fast64_t posted, completed, failed, bounced;
     atomic_int gen;             /* bumped when the endpoint is recycled */
     atomic_int wedged;          /* a peer stopped answering: recycle */
     atomic_uint_fast64_t recycles;
@@ -119,6 +125,7 @@ typedef struct efa_ctx {
     uint64_t slice_size;
     int max_inflight;
     int rails;                  /* endpoints per device (efa_dev each) */
+    uint64_t shm_bounce_min;    /* option: shm WRITEs this large use ep_b */
     int timeout_ms;
     efa_dev *devs;
     int ndev;
@@ -141,7 +148,7 @@ long efa_hex_decode(const char *in, uint8_t *out, size_t max);
 void efa_map_provider(const char *p, char *out, size_t outlen);
 
 /* ---- efa_fabric.c ---- */
-int efa_getinfo(const char *prov_name, int delivery_complete, struct fi_info **out);
+int efa_getinfo(const char *prov_name, int delivery_complete, int bounce, struct fi_info **out);
 void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen);
 int efa_pick_devices(efa_ctx *c, struct fi_info *list, struct fi_info **picked, int max);
 void efa_sysfs_path(const efa_ctx *c, const struct fi_info *i, tern_device_info *di);
@@ -179,8 +186,8 @@ int efa_segment_describe(void *ctx, tern_desc *out);
 
 /* ---- efa_peer.c ---- */
 /* The peer at addr, its AV entry inserted once (a reference taken). */
-int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **out, char *err,
-                 size_t errlen);
+int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, const uint8_t *addr_b,
+                 size_t len_b, efa_peer **out, char *err, size_t errlen);
 /* Drops a reference; the last one with nothing in flight removes it. */
 void efa_peer_put(efa_dev *d, efa_peer *p);
 int efa_peer_dead(const efa_peer *p);

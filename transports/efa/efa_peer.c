@@ -54,8 +54,8 @@ void efa_peer_free(efa_peer *p)
 
 /* Insert addr in the device's AV once; endpoints to the same peer share
  * it.  Lock order everywhere: av_lock, then ops_lock. */
-int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **out,
-                        char *err, size_t errlen)
+int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, const uint8_t *addr_b,
+                 size_t len_b, efa_peer **out, char *err, size_t errlen)
 {
     efa_peer *p;
     *out = NULL;
@@ -79,6 +79,10 @@ int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, efa_peer **out,
     pthread_rwlock_wrlock(&d->av_lock);
     efa_lock(d);
     int n = fi_av_insert(d->av, p->addr, 1, &p->fi_addr, 0, NULL);
+    /* Its bounce endpoint, if it has one: large WRITEs go there.  Not
+     * accepted: every WRITE goes to the first. */
+    p->has_b = n == 1 && len_b && d->ep_b &&
+               fi_av_insert(d->av, addr_b, 1, &p->fi_addr_b, 0, NULL) == 1;
     efa_unlock(d);
     if (n == 1) {
         p->refs = 1;
@@ -133,8 +137,11 @@ void efa_peer_remove(efa_dev *d, efa_peer *p)
 {
     pthread_rwlock_wrlock(&d->av_lock);
     efa_lock(d);
-    if (p->gen == atomic_load(&d->gen))
+    if (p->gen == atomic_load(&d->gen)) {
         fi_av_remove(d->av, &p->fi_addr, 1, 0);
+        if (p->has_b)
+            fi_av_remove(d->av, &p->fi_addr_b, 1, 0);
+    }
     efa_unlock(d);
     pthread_rwlock_unlock(&d->av_lock);
     efa_peer_free(p);

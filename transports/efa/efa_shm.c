@@ -28,6 +28,7 @@
 
 #define EFA_SHM_URI "fi_shm://"
 #define EFA_SHM_TAG "tern-efa."
+#define EFA_SHM_BOUNCE ".b"
 
 /* The pid namespace's inode: a pid in a name means something only here. */
 static unsigned long long efa_pidns(void)
@@ -77,22 +78,34 @@ int efa_is_shm(const efa_dev *d)
     return p && !strcmp(p, "shm");
 }
 
+/* Give fi its own name (plus suffix). */
+static int efa_shm_set_name(struct fi_info *fi, const char *name, const char *suffix)
+{
+    size_t n = strlen(name) + strlen(suffix) + 1;
+    char *copy = malloc(n);
+    if (!copy)
+        return TERN_ERR_NOMEM;
+    snprintf(copy, n, "%s%s", name, suffix);
+    free(fi->src_addr);
+    fi->src_addr = copy;
+    fi->src_addrlen = n;
+    return 0;
+}
+
+/* The bounce endpoint is named after the rail's, plus ".b". */
 int efa_shm_name(efa_dev *d, char *err, size_t errlen)
 {
     uint64_t nonce;
     char name[128];
     if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
         nonce = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)d;
-    int n = snprintf(name, sizeof name, EFA_SHM_URI EFA_SHM_TAG "%llu.%d.%016" PRIx64,
-                     efa_pidns(), (int)getpid(), nonce);
-    char *copy = strdup(name);
-    if (!copy) {
+    snprintf(name, sizeof name, EFA_SHM_URI EFA_SHM_TAG "%llu.%d.%016" PRIx64, efa_pidns(),
+             (int)getpid(), nonce);
+    if (efa_shm_set_name(d->info, name, "") ||
+        (d->info_b && efa_shm_set_name(d->info_b, name, EFA_SHM_BOUNCE))) {
         snprintf(err, errlen, "out of memory naming the shm endpoint of %s", d->dinfo.name);
         return TERN_ERR_NOMEM;
     }
-    free(d->info->src_addr);
-    d->info->src_addr = copy;
-    d->info->src_addrlen = (size_t)n + 1;
     return 0;
 }
 
