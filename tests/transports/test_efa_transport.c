@@ -772,6 +772,36 @@ Test(efa_transport, bad_efa_addr_refused)
     th_close(&in);
 }
 
+/* shm: a bad bounce-endpoint address (efa_addr_b) is refused by name, one
+ * the provider does not accept only leaves WRITEs on the first endpoint. */
+Test(efa_transport, bad_efa_addr_b_refused_shm)
+{
+    th_inst in;
+    char hex[600];
+    th_open_or_skip(&in, "shm", 3000);
+    void *ep = th_ep(&in, NULL, 0, hex, sizeof hex);
+    tern_desc *mine = tern_desc_new();
+    cr_assert_eq(in.t->ep_describe(ep, mine), 0);
+    cr_assert_not_null(tern_desc_get_str(mine, "efa_addr_b"),
+                       "a shm rail describes no bounce endpoint (efa_addr_b)");
+    tern_desc_free(mine);
+    const char *bad[] = {"abc", "zz", "0x1234"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tern_desc *d = th_desc_with_addr(hex);
+        tern_desc_set_str(d, "efa_addr_b", bad[i]);
+        int rc = in.t->ep_connect(ep, d, in.err, sizeof in.err);
+        cr_assert_eq(rc, TERN_ERR_PROTOCOL, "efa_addr_b '%s' accepted (%d)", bad[i], rc);
+        cr_assert(strstr(in.err, "efa_addr_b"), "%s", in.err);
+        tern_desc_free(d);
+    }
+    tern_desc *d = th_desc_with_addr(hex);
+    tern_desc_set_str(d, "efa_addr_b", "00");
+    cr_assert_eq(in.t->ep_connect(ep, d, in.err, sizeof in.err), 0, "%s", in.err);
+    tern_desc_free(d);
+    in.t->ep_close(ep);
+    th_close(&in);
+}
+
 /* Two instances in one process (an engine talking to itself), over shm. */
 Test(efa_transport, same_process_loopback_shm)
 {
