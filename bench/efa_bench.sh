@@ -18,8 +18,10 @@
 # tern-bench: --op write (OPS to change), block 1 MiB, batch 16, 1 thread,
 # SECONDS_PER_RUN seconds (default 5); a small working set (2 batches) like
 # iperf3's one buffer.  Ratios are what count: absolute figures on a shared
-# machine move 2-3x.  Needs tern-bench built, iperf3 and python3; nothing
-# leaves loopback (provider tcp is pinned to iface lo).
+# machine move 2-3x.  One target runs at a time (an idle shm target's
+# progress threads poll) and none while the baselines run.  Needs
+# tern-bench built, iperf3 and python3; nothing leaves loopback (provider
+# tcp is pinned to iface lo).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -95,10 +97,22 @@ conf efa-shm-clp "$EFA_SHM"$'    shm_bounce_min: 0\n'
 sed -i '1a huge_pages: collapse' "$WORK/efa-shm-clp.yaml"
 printf 'server_name: 127.0.0.1:0\nmetadata: p2p\nlog_level: warn\ntransports:\n  - name: tcp\n' >"$WORK/tcp.yaml"
 
-# Sets SEG to the target's segment name.  Not called in $(...): a subshell
-# would lose the PID from PIDS and leave the target running after the script.
-start_target() { # config
+# One target at a time, started for the rows that use it: an idle target's
+# progress threads poll (libfabric's shm has no wait object) and would take
+# CPU from the pair being measured.  Sets SEG to the target's segment name.
+# Not called in $(...): a subshell would lose the PID and leave the target
+# running after the script.
+CUR=
+CUR_PID=
+use_target() { # config
+    [ "$CUR" = "$1" ] && return 0
+    if [ -n "$CUR_PID" ]; then
+        kill -TERM "$CUR_PID" 2>/dev/null || true
+        wait "$CUR_PID" 2>/dev/null || true
+    fi
     "$BENCH" --mode target --config "$WORK/$1.yaml" --buffer-size 128M >"$WORK/target-$1.out" 2>"$WORK/target-$1.log" &
+    CUR_PID=$!
+    CUR=$1
     PIDS+=($!)
     local seg=
     for _ in $(seq 300); do
@@ -109,12 +123,6 @@ start_target() { # config
     [ -n "$seg" ] || { echo "efa_bench: target $1 did not start:" >&2; cat "$WORK/target-$1.log" >&2; exit 1; }
     SEG=$seg
 }
-start_target efa-tcp; SEG_EFA_TCP=$SEG
-start_target efa-shm; SEG_EFA_SHM=$SEG
-start_target efa-shm-rails1; SEG_EFA_SHM1=$SEG
-start_target efa-shm-att; SEG_EFA_SHMA=$SEG
-start_target efa-shm-clp; SEG_EFA_SHMC=$SEG
-start_target tcp; SEG_TCP=$SEG
 IPORT=$(free_port)
 iperf3 -s -B 127.0.0.1 -p "$IPORT" >"$WORK/iperf3-server.log" 2>&1 &
 PIDS+=($!)
@@ -142,26 +150,25 @@ row "comparison" "tern GB/s" "base GB/s" ratio
 MEMCPY=$("$WORK/memcpy" "$BLK" $((BLK * BATCH * 2)) "$T")
 IPERF=$(run_iperf3)
 for op in $OPS; do
-    shm=$(run_tern efa-shm "$SEG_EFA_SHM" "$op")
+    use_target efa-shm; shm=$(run_tern efa-shm "$SEG" "$op")
     row "efa/shm $op vs memcpy" "$shm" "$MEMCPY" "$(ratio "$shm" "$MEMCPY")"
-    shm1=$(run_tern efa-shm-rails1 "$SEG_EFA_SHM1" "$op")
+    use_target efa-shm-rails1; shm1=$(run_tern efa-shm-rails1 "$SEG" "$op")
     row "efa/shm $op rails default vs 1" "$shm" "$shm1" "$(ratio "$shm" "$shm1")"
     if [ "$op" = write ]; then # a READ never attaches
-        shma=$(run_tern efa-shm-att "$SEG_EFA_SHMA" "$op")
+        use_target efa-shm-att; shma=$(run_tern efa-shm-att "$SEG" "$op")
         row "efa/shm $op bounce vs attach" "$shm" "$shma" "$(ratio "$shm" "$shma")"
     fi
-    shmc=$(run_tern efa-shm-clp "$SEG_EFA_SHMC" "$op")
+    use_target efa-shm-clp; shmc=$(run_tern efa-shm-clp "$SEG" "$op")
     row "efa/shm $op collapsed vs memcpy" "$shmc" "$MEMCPY" "$(ratio "$shmc" "$MEMCPY")"
-    etcp=$(run_tern efa-tcp "$SEG_EFA_TCP" "$op")
-    tcp=$(run_tern tcp "$SEG_TCP" "$op")
+    use_target efa-tcp; etcp=$(run_tern efa-tcp "$SEG" "$op")
+    use_target tcp; tcp=$(run_tern tcp "$SEG" "$op")
     row "efa/tcp $op vs tcp transport" "$etcp" "$tcp" "$(ratio "$etcp" "$tcp")"
     row "efa/tcp $op vs iperf3 -l 1M" "$etcp" "$IPERF" "$(ratio "$etcp" "$IPERF")"
     row "tcp transport $op vs iperf3 -l 1M" "$tcp" "$IPERF" "$(ratio "$tcp" "$IPERF")"
     for p in tcp shm; do
-        seg=$SEG_EFA_TCP
-        [ "$p" = shm ] && seg=$SEG_EFA_SHM
-        s64=$(run_tern "efa-$p-64K" "$seg" "$op")
-        s1m=$(run_tern "efa-$p-1M" "$seg" "$op")
+        use_target "efa-$p"
+        s64=$(run_tern "efa-$p-64K" "$SEG" "$op")
+        s1m=$(run_tern "efa-$p-1M" "$SEG" "$op")
         row "efa/$p $op slice 1M vs 64K" "$s1m" "$s64" "$(ratio "$s1m" "$s64")"
     done
 done

@@ -306,7 +306,7 @@ static void killed(const char *list)
      * still exists, so no engine (other tests run beside this one) removes
      * its region yet. */
     int shm = !strcmp(list, "efa-shm");
-    const int regions = 8; /* its default 4 rails, each with a bounce endpoint */
+    const int regions = 4; /* its default 2 rails, each with a bounce endpoint */
     if (shm)
         cr_assert_eq(shm_regions_of(p.pid), regions, "the killed target's %d shm regions "
                      "should still be in /dev/shm (SIGKILL runs no cleanup)", regions);

@@ -690,13 +690,13 @@ Test(efa_transport, identity_and_devices)
     th_close(&in);
 }
 
-/* rails 0 (the default): shm gets 4 endpoints, named "shm", "shm.r1",
- * ...; a NIC provider (tcp here) keeps one. */
+/* rails 0 (the default): shm gets 2 rails, named "shm" and "shm.r1"; a
+ * NIC provider (tcp here) keeps one. */
 Test(efa_transport, rails_default_per_provider)
 {
     th_inst in;
     tern_device_info dev[TERN_MAX_DEVICES];
-    const int want = 4;
+    const int want = 2;
     if (th_open_rails(&in, "shm", 3000, "0"))
         cr_skip_test("provider shm cannot start here: %s", in.err);
     int n = in.t->devices(in.ctx, dev, TERN_MAX_DEVICES);

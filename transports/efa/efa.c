@@ -44,7 +44,7 @@
       "slices in flight per engine before submit pushes back")                              \
     X(efa_ctx, rails, "rails", TERN_OPT_INT, 0, 16, NULL, "0",                               \
       "endpoints per device, each with its own progress thread; the core spreads slices "  \
-      "over them like NICs (0: 4 for shm, 1 for other providers)")                         \
+      "over them like NICs (0: 2 for shm, 1 for other providers)")                         \
     X(efa_ctx, shm_bounce_min, "shm_bounce_min", TERN_OPT_SIZE, 0, 1LL << 30, NULL, "256K",  \
       "provider shm: WRITEs of at least this size go through the provider's bounce "      \
       "buffers (a second endpoint per rail) rather than by cross-memory attach, which "   \
@@ -57,9 +57,10 @@ static const tern_kit_field efa_fields[] = {EFA_OPTIONS(TERN_KIT_FIELD) TERN_KIT
  * endpoints, each step a command the other side's progress picks up, and
  * copies on the progress thread: one endpoint moves what one core can pin
  * and copy, less the hand-offs.  Several endpoints, each progressed by its
- * own thread, overlap both; 4 beat 1 and 2 even on a 2-core machine
+ * own thread, overlap both; but every thread polls, and on a 2-core machine
+ * 2 rails (each with its bounce endpoint) moved more than 4
  * (docs/protocol.md, "efa rails").  A NIC provider is not bound that way. */
-#define EFA_SHM_RAILS 4
+#define EFA_SHM_RAILS 2
 
 static int efa_default_rails(const char *prov_name)
 {
