@@ -44,7 +44,7 @@
       "slices in flight per engine before submit pushes back")                              \
     X(efa_ctx, rails, "rails", TERN_OPT_INT, 0, 16, NULL, "0",                               \
       "endpoints per device, each with its own progress thread; the core spreads slices "  \
-      "over them like NICs (0: 2 for shm, 1 for other providers)")                         \
+      "over them like NICs (0: 2 for shm, 4 with shm_bounce_min 0, 1 for other providers)")                         \
     X(efa_ctx, shm_bounce_min, "shm_bounce_min", TERN_OPT_SIZE, 0, 1LL << 30, NULL, "256K",  \
       "provider shm: WRITEs of at least this size go through the provider's bounce "      \
       "buffers (a second endpoint per rail) rather than by cross-memory attach, which "   \
@@ -57,14 +57,18 @@ static const tern_kit_field efa_fields[] = {EFA_OPTIONS(TERN_KIT_FIELD) TERN_KIT
  * endpoints, each step a command the other side's progress picks up, and
  * copies on the progress thread: one endpoint moves what one core can pin
  * and copy, less the hand-offs.  Several endpoints, each progressed by its
- * own thread, overlap both; but every thread polls, and on a 2-core machine
- * 2 rails (each with its bounce endpoint) moved more than 4
- * (docs/protocol.md, "efa rails").  A NIC provider is not bound that way. */
+ * own thread, overlap both; but every thread polls.  On a 2-core machine
+ * 2 rails with bounce endpoints moved more than 4, and with every WRITE by
+ * attach (shm_bounce_min: 0) 4 moved more than 2 (docs/protocol.md, "efa
+ * rails").  A NIC provider is not bound that way. */
 #define EFA_SHM_RAILS 2
+#define EFA_SHM_ATTACH_RAILS 4
 
-static int efa_default_rails(const char *prov_name)
+static int efa_default_rails(const efa_ctx *c)
 {
-    return strcmp(prov_name, "shm") == 0 ? EFA_SHM_RAILS : 1;
+    if (strcmp(c->prov_name, "shm") != 0)
+        return 1;
+    return c->shm_bounce_min ? EFA_SHM_RAILS : EFA_SHM_ATTACH_RAILS;
 }
 
 static void efa_read_options(efa_ctx *c)
@@ -76,7 +80,7 @@ static void efa_read_options(efa_ctx *c)
     if (c->max_inflight < 1)
         c->max_inflight = EFA_DEFAULT_INFLIGHT;
     if (c->rails < 1)
-        c->rails = efa_default_rails(c->prov_name);
+        c->rails = efa_default_rails(c);
     c->timeout_ms = c->host && c->host->io_timeout_ms > 0 ? c->host->io_timeout_ms : 30000;
 }
 
