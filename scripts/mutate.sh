@@ -89,6 +89,8 @@ peer-check-skipped | - | else if \(\K(?=tern_peer_check_connection\(e, p\.x) | 0
 fileio-blocking-open | - | O_RDONLY \| \KO_NONBLOCK(?= \| O_NOCTTY) | 0 | test_config_files | files/config_file_fifo_devzero_dir_missing
 # -- tcp target: a peer that stops sending is cut by the progress floor
 tcp-no-progress-floor | - | if \(\K(?=ctx->opt_progress_min_rate && c->starved &&) | 0 && | test_tcp_hostile | tcp_hostile/trickled_write_blocks_neither_register_nor_other_peers
+# -- etcd: members of a cluster that hold a request past the timeout are waited for (an election)
+etcd-timeout-not-electing | - | \*electing \|= retry == 2 \|\| \K\(rc == TERN_ERR_TIMEOUT && s->nhosts > 1\)(?=;) | 0 | test_metadata | etcd/members_that_hold_requests_are_waited_for
 # -- efa over libfabric shm: regions named per process, dead ones removed
 efa-shm-default-name | - | if \(\Kefa_is_shm\(d\)(?=\) \{\n        efa_shm_sweep) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed
 efa-shm-sweep-live | - | pid == getpid\(\) \|\| \Kkill\(pid, 0\) == 0 \|\| errno != ESRCH(?=\)) | 0 | test_efa_transport | efa_transport/shm_regions_named_per_process_and_dead_ones_removed

@@ -174,7 +174,9 @@ static int post_round(estore *s, const char *text, const char *path, json_object
             *final = 1;
             return tern_kit_errf(err, errlen, rc, "%s", one);
         }
-        *electing |= retry == 2;
+        /* A member of a cluster that holds a request past the timeout is
+         * most likely electing too (it answers once a leader is chosen). */
+        *electing |= retry == 2 || (rc == TERN_ERR_TIMEOUT && s->nhosts > 1);
         if (al < allen)
             al += (size_t)snprintf(all + al, allen - al, "%s%s", al ? "; " : "", one);
     }
@@ -182,11 +184,14 @@ static int post_round(estore *s, const char *text, const char *path, json_object
 }
 
 /* POST to the endpoints in turn.  While a member answers 5xx (a leader
- * election) the rounds are repeated, backing off, for the store's timeout
- * or ETCD_ELECTION_MS, whichever is longer: an election must not fail an
+ * election), or a member of several holds the request past the timeout
+ * (electing members may answer nothing until a leader is chosen), the
+ * rounds are repeated, backing off, for the store's timeout or
+ * ETCD_ELECTION_MS, whichever is longer: an election must not fail an
  * engine's register or open, and one round may spend a whole timeout on a
  * member that does not answer (the dead leader, or one busy electing).
- * When no endpoint answers at all, the store is down: reported at once. */
+ * When no endpoint answers at all (refused, or a single endpoint timing
+ * out), the store is down: reported at once. */
 #define ETCD_ELECTION_MS 10000
 static int post(estore *s, const char *path, json_object *req, json_object **resp, char *err,
                 size_t errlen)

@@ -8,6 +8,7 @@
 #endif
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +323,47 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     cr_assert_eq(rc, TERN_ERR_TIMEOUT, "%s: %s", tern_strerror(rc), err);
     cr_assert(strstr(err, "timed out"), "%s", err);
     cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+    close(bh);
+}
+
+/* A cluster whose members hold requests past the timeout (electing, here a
+ * listener that never answers) and refuse (the member not up yet): the
+ * open is retried rather than failed at once, and succeeds once a member
+ * answers.  A single endpoint that times out still fails in time (above). */
+typedef struct opener {
+    tern_config c;
+    tern_metadata *md;
+    int rc;
+    char err[1024];
+} opener;
+
+static void *open_main(void *arg)
+{
+    opener *o = arg;
+    o->rc = tern_metadata_open(&o->c, &o->md, o->err, sizeof o->err);
+    return NULL;
+}
+
+Test(etcd, members_that_hold_requests_are_waited_for, .timeout = 60)
+{
+    if (!test_have_binary("etcd"))
+        cr_skip_test("etcd not installed (Debian package etcd-server)");
+    int hold;
+    int bh = black_hole(&hold);
+    test_store e = {.port = test_free_port(), .peer_port = test_free_port()};
+    char uri[128];
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d,127.0.0.1:%d", hold, e.port);
+    opener o = {.c = test_md_config(uri, "t", 800)};
+    pthread_t t;
+    uint64_t t0 = tern_now_ms();
+    cr_assert_eq(pthread_create(&t, NULL, open_main, &o), 0);
+    usleep(1500 * 1000); /* past a whole round: the holder's timeout, the refusal */
+    test_etcd_start(&e);
+    pthread_join(t, NULL);
+    cr_assert_eq(o.rc, 0, "opened %llu ms after the start: %s",
+                 (unsigned long long)(tern_now_ms() - t0), o.err);
+    tern_metadata_close(o.md);
+    test_store_stop(&e);
     close(bh);
 }
 
