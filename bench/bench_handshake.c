@@ -21,10 +21,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
-#include "util.h"
+#include "base/util.h"
 
 static int work_ms;
 

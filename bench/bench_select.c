@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "desc.h"
+#include "config/config.h"
+#include "desc/desc.h"
 #include "datapath/route.h"
-#include "topology.h"
-#include "util.h"
+#include "host/topology.h"
+#include "base/util.h"
 
 static const char *MATRIX =
     "{\"cpu:0\":[[\"mlx5_0\",\"mlx5_1\"],[\"mlx5_2\",\"mlx5_3\",\"mlx5_4\",\"mlx5_5\",\"mlx5_6\","

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine_state.h"
-#include "stats.h"
+#include "engine/engine_state.h"
+#include "obs/stats.h"
 #include "tern/tern.h"
 
 #define BATCH 16

@@ -12,14 +12,14 @@
 
 #include <json-c/json.h>
 
-#include "cuda.h"
+#include "host/cuda.h"
 #include "control/auth.h"
-#include "config.h"
-#include "log.h"
-#include "plugin.h"
+#include "config/config.h"
+#include "base/log.h"
+#include "plugin/plugin.h"
 #include "tern/tern.h"
-#include "topology_load.h"
-#include "util.h"
+#include "host/topology_load.h"
+#include "base/util.h"
 
 
 static json_object *jstr(const char *s) { return s ? json_object_new_string(s) : NULL; }

@@ -1,7 +1,7 @@
 /* core/engine.c: an engine is built from its objects and torn down in
  * reverse; the public calls on memory and segments are forwarded to them
  * here.  This file only composes: each object owns its state, lock and
- * file (see core/engine_state.h and docs/architecture.md).
+ * file (see core/engine/engine_state.h and docs/architecture.md).
  *
  * Creation order: config -> transports (plugins) -> a topology, endpoint
  * store and address blob per loaded transport -> metadata backend ->
@@ -18,18 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "addrbook.h"
-#include "alloc.h"
+#include "peer/addrbook.h"
+#include "memory/allocs.h"
 #include "control/auth.h"
 #include "datapath/complete.h"
 #include "datapath/dispatch.h"
-#include "engine_error.h"
+#include "engine/engine_error.h"
 #include "engine_handler.h"
-#include "log.h"
-#include "metrics.h"
-#include "notify.h"
-#include "peer_check.h"
-#include "util.h"
+#include "base/log.h"
+#include "obs/metrics.h"
+#include "engine/notify.h"
+#include "engine/peer_check.h"
+#include "base/util.h"
 
 TERN_EXPORT const char *tern_engine_server_name(const tern_engine *e)
 {
@@ -349,7 +349,7 @@ TERN_EXPORT int tern_register_memory(tern_engine *e, void *addr, size_t len,
 {
     if (!e)
         return TERN_ERR_INVAL;
-    return tern_register_memory_named(e, addr, len, location, NULL); /* buffers.c */
+    return tern_register_memory_named(e, addr, len, location, NULL); /* memory_api.c */
 }
 
 TERN_EXPORT int tern_unregister_memory(tern_engine *e, void *addr)

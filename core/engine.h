@@ -10,10 +10,10 @@
 #include "datapath/dispatch.h"
 #include "datapath/request.h"
 #include "datapath/route.h"
-#include "engine_endpoint.h"
-#include "engine_error.h"
-#include "engine_state.h"
-#include "negotiate.h"
-#include "notify.h"
+#include "engine/endpoint.h"
+#include "engine/engine_error.h"
+#include "engine/engine_state.h"
+#include "peer/negotiate.h"
+#include "engine/notify.h"
 
 #endif

@@ -1,6 +1,6 @@
 /* core/engine_handler.c: what our handshake daemon answers.
  *
- *   Connection -> the passive side of an endpoint (engine_endpoint.c)
+ *   Connection -> the passive side of an endpoint (engine/endpoint.c)
  *   Metadata   -> our segment descriptor (the p2p backend)
  *   Notify     -> {from, name, msg} onto the notification queue (notify.c)
  *   Probe      -> {"ok":true,"name":<server name>}
@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "control/frames.h"
-#include "engine_endpoint.h"
-#include "notify.h"
-#include "peer_check.h"
-#include "util.h"
+#include "engine/endpoint.h"
+#include "engine/notify.h"
+#include "engine/peer_check.h"
+#include "base/util.h"
 
 static char *json_dup(json_object *o)
 {

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "engine_state.h"
+#include "engine/engine_state.h"
 
 /* arg is the engine; see tern_hs_handler in control/server.h. */
 int tern_engine_hs_handler(void *arg, int type, const char *json, size_t len, char **reply,

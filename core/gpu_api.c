@@ -3,9 +3,9 @@
  * memory here so they need no CUDA headers or libraries of their own. */
 #include <stdlib.h>
 
-#include "cuda.h"
-#include "engine_error.h"
-#include "engine_state.h"
+#include "host/cuda.h"
+#include "engine/engine_error.h"
+#include "engine/engine_state.h"
 
 TERN_EXPORT int tern_gpu_count(tern_engine *e)
 {

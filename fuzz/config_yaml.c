@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 static const char *const choices[] = {"256", "1024", "4096", NULL};
 static const tern_option opts[] = {

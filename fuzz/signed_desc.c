@@ -1,4 +1,4 @@
-/* fuzz/signed_desc.c: signed segment descriptors (core/desc_sign.c) on
+/* fuzz/signed_desc.c: signed segment descriptors (core/desc/desc_sign.c) on
  * arbitrary text, as a store writer without the secret could put it under
  * a segment's key.
  *  - tern_desc_verify on the input: it never crashes; what it accepts is the
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "control/auth.h"
-#include "desc_sign.h"
+#include "desc/desc_sign.h"
 
 #define SEG "127.0.0.1:12001"
 

@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "tcp_internal.h"
 #include "tern/transport.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tern/transport.h"
-#include "topology.h"
+#include "host/topology.h"
 
 static void exercise(tern_topology *t)
 {

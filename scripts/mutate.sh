@@ -129,7 +129,7 @@ caps-no-default-for-1.0 | - | t->caps \|= \KTERN_CAP_READ \| TERN_CAP_WRITE(?=;)
 multi-device-bit-ignored | - | if \(p->ndevices > 1 && \K!\(p->ops->caps & TERN_CAP_MULTI_DEVICE\)(?=\)) | 0 | test_loader | loader/several_devices_without_the_multi_device_bit_use_the_first
 # payload_spin_us (transports/tcp/tcp_loop.c): a receiver with a large payload under way polls
 tcp-receiver-sleeps-mid-payload | - | if \(\Katomic_load_explicit\(&w->expect_more, memory_order_relaxed\) &&\n\s+w->ctx->opt_spin_us > 0(?=\)) | 0 | test_tcp_transport | tcp_transport/a_receiver_of_a_large_payload_polls_instead_of_sleeping
-# huge_pages (core/pages.c): collapse must turn the pages already there into huge pages,
+# huge_pages (core/memory/pages.c): collapse must turn the pages already there into huge pages,
 # and must leave the partial 2 MiB at the region's ends alone
 collapse-not-called | - | if \(mode == TERN_HUGE_COLLAPSE && \Kmadvise\(p, n, MADV_COLLAPSE\) != 0(?=\)) | 0 | test_pages | pages/collapse_makes_registered_pages_huge_and_keeps_bytes
 huge-advice-spills-past-the-region | - | uintptr_t hi = \(a \+ len\K\)(?= & ~\(HUGE_2M - 1\);) | + HUGE_2M - 1) | test_pages | pages/collapse_makes_registered_pages_huge_and_keeps_bytes
@@ -165,13 +165,13 @@ py-seconds-read-as-ms | - | \*ms = \(int\)\(s \* \K1000\.0(?= \+ 0\.5\);) | 1.0 
 py-notify-recv-none-no-wait | - | if \(ms \K== 0(?=\) \{\n        rc = tern_notify_recv\() | <= 0 | python_timeouts | -
 py-sync-none-times-out | - | r->timeout_ms = ms < 0 \? \K0(?= : \(ms == 0) | 1 | python_timeouts | -
 py-sync-zero-never-times-out | - | r->timeout_ms = ms < 0 \? 0 : \(ms == 0 \? \K1(?= : ) | 0 | python_timeouts | -
-# NIC pairs (core/spread.c): the pick weighs load and rate, a stall needs the others' progress, a paused pair sits out
+# NIC pairs (core/peer/spread.c): the pick weighs load and rate, a stall needs the others' progress, a paused pair sits out
 spread-ignores-in-flight | quick | double t = \(double\)\(\Katomic_load\(&q->inflight\) \+ (?=len\) / rate;) | 0 + | test_spread | spread/equal_pairs_share_evenly
 spread-ignores-rate | - | double rate = \(double\)\(r \? \Kr(?= : best_rate) | 1 | test_spread | spread/faster_pair_gets_more
 stall-without-others-moving | - | if \(\K!others(?=\)\n            continue; /\* the whole peer is silent) | 0 | test_spread | spread/silent_peer_is_not_a_stalled_pair
 paused-pair-still-picked | - | if \(strict && \(\Katomic_load\(&q->paused_until_ns\) > now(?= \|\|) | now == 0 | test_spread | spread/stall_pause_and_probation
 probation-without-limit | - | \(atomic_load\(&q->probation\) && \Katomic_load\(&q->inflight\) > 0(?=\)\)\)) | 0 | test_spread | spread/stall_pause_and_probation
-# What a transport publishes (core/segment_desc.c): "publish.<key>" reaches the top level, not over the descriptor's own keys
+# What a transport publishes (core/desc/segment_desc.c): "publish.<key>" reaches the top level, not over the descriptor's own keys
 publish-not-lifted | - | if \(\K!\*top \|\| (?=!publishable\(top, val\)) | 1 || | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
 publish-over-own-keys | - | if \(!\*top \|\| \K!publishable\(top, val\)(?= \|\|) | 0 | test_mooncake_compat | mooncake_desc/tern_publishes_what_mooncake_reads
 publish-unreadable-lifted | - | if \(\Kcore_owned_key\(key\)(?=\)\n        return 0;\n    if \(strcmp) | 0 | test_mooncake_compat | mooncake_desc/unreadable_publish_is_left_out
@@ -180,7 +180,7 @@ received-publish-kept | - | \Kdrop_publish_keys\(copy\);(?=\n        t->addr) | 
 shm-map-offset-lost | - | e->foff = b\.off \K\+ \(e->addr - b\.start\)(?=;) | + 0 | test_shm_integration | shm_integration/shared_file_memory_mapped_byte_exact
 # efa devices (transports/efa/efa_fabric.c): the loopback domain stays out when there are others
 efa-loopback-kept | - | if \(!c->iface\[0\] && \Kothers(?= && efa_is_loopback\(i\)\)) | 0 | test_lab_multinic | -
-# the handshake daemon's other addresses (core/control/server.c, core/addrbook.c)
+# the handshake daemon's other addresses (core/control/server.c, core/peer/addrbook.c)
 hs-one-address-only | - | if \(\Ks->opt\.every_address(?=\)\n        listen_on_others) | 0 | test_lab_handshake_addrs | -
 hs-book-forgets | - | if \(e && \Ke->n(?=\) \{\n        if \(e->best) | 0 | test_desc | segment/address_book_order
 EOF

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "tern/errors.h"
 
 /* ---- limits: generous for any real file, small for a fuzzer -------------- */

@@ -10,7 +10,7 @@
 
 #include <json-c/json.h>
 
-#include "cfg_internal.h"
+#include "config/cfg_internal.h"
 
 static json_object *json_strv(char *const *v, size_t n)
 {

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfg_internal.h"
-#include "fileio.h"
-#include "util.h"
+#include "config/cfg_internal.h"
+#include "base/fileio.h"
+#include "base/util.h"
 
 static const char tern_default_yaml[] =
     "# tern: the default engine configuration.\n"

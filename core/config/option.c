@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cfg_internal.h"
+#include "config/cfg_internal.h"
 
 void cfg_option_what(const tern_option *o, const cfg_key *k, char *buf, size_t len)
 {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "cfg_internal.h"
+#include "config/cfg_internal.h"
 
 /* Checks of string values beyond "not empty". */
 static int ok_server_name(const char *s) { return cfg_valid_hostport(s, strlen(s), 1); }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfg_internal.h"
+#include "config/cfg_internal.h"
 
 /* ---- transports ------------------------------------------------------------ */
 static void kv_free(tern_cfg_kv *kv)

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cfg_internal.h"
-#include "util.h"
+#include "config/cfg_internal.h"
+#include "base/util.h"
 
 int cfg_is_int_text(const char *s)
 {

@@ -17,8 +17,8 @@
 
 #include <yaml.h>
 
-#include "cfg_internal.h"
-#include "util.h"
+#include "config/cfg_internal.h"
+#include "base/util.h"
 
 void cfg_ynode_free(ynode *n)
 {

@@ -1,7 +1,7 @@
 /* core/control/auth.c: shared-secret authentication (see auth.h for the protocol).
  * HMAC-SHA256 and random nonces come from OpenSSL's libcrypto; the secret
  * lives only in the tern_auth object (wiped on free). */
-#include "auth.h"
+#include "control/auth.h"
 
 #include <json-c/json.h>
 #include <openssl/crypto.h>
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
-#include "frames.h"
+#include "base/fileio.h"
+#include "control/frames.h"
 #include "tern/errors.h"
-#include "util.h"
+#include "base/util.h"
 
 #define HS_SERVER_LABEL "tern-hs-server"
 #define HS_CLIENT_LABEL "tern-hs-client"

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frames.h"
+#include "control/frames.h"
 
 #define TERN_AUTH_NONCE 32
 #define TERN_AUTH_MAC 32

@@ -1,7 +1,7 @@
 /* core/control/client.c: the blocking handshake client (client.h): connect
  * (every address of the name, bounded), prove the secret when given one
  * (auth.h), send one frame and read its reply (frames.h). */
-#include "client.h"
+#include "control/client.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -14,10 +14,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "frames.h"
+#include "control/auth.h"
+#include "control/frames.h"
 #include "tern/errors.h"
-#include "util.h"
+#include "base/util.h"
 
 int tern_split_host_port(const char *name, char *host, size_t hostlen, uint16_t *port)
 {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frames.h"
+#include "control/frames.h"
 
 /* Send one frame to "host:port" (getaddrinfo, every address tried) and read
  * the reply (*reply malloc()ed, NUL-terminated). */

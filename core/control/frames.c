@@ -1,14 +1,14 @@
 /* core/control/frames.c: handshake frames (frames.h; docs/protocol.md,
  * "Handshake frames"): the codec, the refusal builder and blocking frame
  * I/O.  Every encoder and reader of a frame in the control plane is here. */
-#include "frames.h"
+#include "control/frames.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tern/errors.h"
-#include "util.h"
+#include "base/util.h"
 
 const char *tern_hs_type_name(int type)
 {

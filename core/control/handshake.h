@@ -4,8 +4,8 @@
 #ifndef TERN_CORE_CONTROL_HANDSHAKE_H
 #define TERN_CORE_CONTROL_HANDSHAKE_H
 
-#include "client.h"
-#include "frames.h"
-#include "server.h"
+#include "control/client.h"
+#include "control/frames.h"
+#include "control/server.h"
 
 #endif

@@ -10,7 +10,7 @@
  *
  * Framing, per-type request limits, the Connection lane and the
  * rate-limited warnings: docs/protocol.md, "Handshake frames". */
-#include "server.h"
+#include "control/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,12 +31,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "frames.h"
+#include "control/auth.h"
+#include "control/frames.h"
 #include "tern/accept.h"
 #include "tern/errors.h"
 #include "tern/transport.h"
-#include "util.h"
+#include "base/util.h"
 
 #define HS_WORKERS_START 4
 #define HS_WORKERS 64 /* handlers block on I/O (QP bring-up): grow up to this */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frames.h"
+#include "control/frames.h"
 
 /* Handle one request; *reply is malloc()ed JSON (may be NULL for none). */
 typedef int (*tern_hs_handler)(void *arg, int type, const char *json, size_t len,

@@ -1,17 +1,17 @@
 /* core/datapath/batch.c: the batch API: submit (validate, cut, dispatch
  * on the calling thread, never waiting for a peer), state, wait, free.
  * What happens to slices afterwards: dispatch.c, complete.c. */
-#include "request.h"
+#include "datapath/request.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
-#include "cut.h"
-#include "dispatch.h"
-#include "engine_error.h"
-#include "util.h"
+#include "datapath/batch.h"
+#include "datapath/cut.h"
+#include "datapath/dispatch.h"
+#include "engine/engine_error.h"
+#include "base/util.h"
 
 TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
 {

@@ -4,7 +4,7 @@
  * synchronous call (see docs/api.md, Batches).  The top of the data path:
  * built on batch.c (alloc, submit, wait); the batch state the completion
  * path changes is in batch_state.c, at the bottom. */
-#include "queue.h"
+#include "datapath/queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine_error.h"
-#include "notify.h"
-#include "util.h"
+#include "engine/engine_error.h"
+#include "engine/notify.h"
+#include "base/util.h"
 
 TERN_EXPORT int tern_batch_fd(tern_batch *b)
 {

@@ -4,16 +4,16 @@
  * ground floor of the data path: request.c calls it, it calls nothing of
  * the data path (sending a notification is the notification object's
  * sender thread's job, notify.c, never the completion path's). */
-#include "request.h"
+#include "datapath/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "engine_state.h"
-#include "notify.h"
-#include "stats.h"
-#include "util.h"
+#include "engine/engine_state.h"
+#include "engine/notify.h"
+#include "obs/stats.h"
+#include "base/util.h"
 
 void tern_batch_signal_locked(tern_batch *b)
 {

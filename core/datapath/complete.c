@@ -1,15 +1,15 @@
 /* core/datapath/complete.c: completions (see complete.h). */
-#include "complete.h"
+#include "datapath/complete.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "engine_endpoint.h"
-#include "heal.h"
-#include "stage.h"
-#include "util.h"
+#include "engine/endpoint.h"
+#include "datapath/heal.h"
+#include "datapath/stage.h"
+#include "base/util.h"
 
 #define POLL_MAX 64
 #define POLL_TIMEOUT_MS 20

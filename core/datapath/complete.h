@@ -10,7 +10,7 @@
 #ifndef TERN_CORE_DATAPATH_COMPLETE_H
 #define TERN_CORE_DATAPATH_COMPLETE_H
 
-#include "queue.h"
+#include "datapath/queue.h"
 
 /* The host service complete(). */
 void tern_slice_complete(tern_slice *s);

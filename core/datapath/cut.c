@@ -1,12 +1,12 @@
 /* core/datapath/cut.c: validation and the cut (see cut.h).  Runs on the
  * application thread, or on a worker for a request whose descriptor had
  * to be refetched first; never waits for a peer. */
-#include "cut.h"
+#include "datapath/cut.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "base/util.h"
 
 uint64_t tern_slice_next(uint64_t remaining, uint64_t slice_size)
 {

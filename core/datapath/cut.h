@@ -8,7 +8,7 @@
 #ifndef TERN_CORE_DATAPATH_CUT_H
 #define TERN_CORE_DATAPATH_CUT_H
 
-#include "request.h"
+#include "datapath/request.h"
 
 #define TERN_TAIL_SLACK (16u * 1024u) /* a tail up to slice + 16 KiB stays one slice */
 #define TERN_CUT_REFETCH 1            /* validate: the cached descriptor does not

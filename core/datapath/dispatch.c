@@ -1,21 +1,21 @@
 /* core/datapath/dispatch.c: submit to transports, and the workers (see
  * dispatch.h). */
-#include "dispatch.h"
+#include "datapath/dispatch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "complete.h"
-#include "log.h"
-#include "cut.h"
-#include "desc.h"
-#include "heal.h"
-#include "route.h"
-#include "stall.h"
-#include "stage.h"
-#include "util.h"
+#include "datapath/complete.h"
+#include "base/log.h"
+#include "datapath/cut.h"
+#include "desc/desc.h"
+#include "datapath/heal.h"
+#include "datapath/route.h"
+#include "datapath/stall.h"
+#include "datapath/stage.h"
+#include "base/util.h"
 
 #define WORKER_WAKE_MS 100 /* workers also reap released endpoints this often */
 

@@ -11,7 +11,7 @@
 #ifndef TERN_CORE_DATAPATH_DISPATCH_H
 #define TERN_CORE_DATAPATH_DISPATCH_H
 
-#include "queue.h"
+#include "datapath/queue.h"
 
 /* Route and submit v[0..n) (application thread: connect 0; a worker: 1).
  * Every slice is handed on: to a transport, the queue, or failed. */

@@ -3,13 +3,13 @@
  * transport that handed it back failed): what its error class says
  * (request.c, tern_heal_class; docs/architecture.md, Healing).  Below
  * dispatch and completion, above the queue. */
-#include "heal.h"
+#include "datapath/heal.h"
 
-#include "engine_state.h"
-#include "queue.h"
-#include "segments.h"
-#include "stats.h"
-#include "util.h"
+#include "engine/engine_state.h"
+#include "datapath/queue.h"
+#include "peer/segments.h"
+#include "obs/stats.h"
+#include "base/util.h"
 
 uint64_t tern_heal_peer_failed(tern_engine *e, tern_segment *seg, int code, const char *why)
 {

@@ -2,7 +2,7 @@
 #ifndef TERN_DATAPATH_HEAL_H
 #define TERN_DATAPATH_HEAL_H
 
-#include "request.h"
+#include "datapath/request.h"
 
 /* cs failed with code (why).  FATAL: fails its request.  PEER and RETRY:
  * one more attempt, queued when due (PEER: after the peer's shared backoff,

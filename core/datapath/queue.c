@@ -1,9 +1,9 @@
 /* core/datapath/queue.c: see queue.h. */
-#include "queue.h"
+#include "datapath/queue.h"
 
 #include <time.h>
 
-#include "util.h"
+#include "base/util.h"
 
 int tern_dpq_init(struct tern_dp *dp, tern_engine *e)
 {

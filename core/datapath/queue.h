@@ -12,7 +12,7 @@
 
 #include <pthread.h>
 
-#include "request.h"
+#include "datapath/request.h"
 
 #define TERN_DP_WORKERS 4     /* connects to slow peers run side by side */
 

@@ -1,13 +1,13 @@
 /* core/datapath/request.c: request state changes shared by the stages
  * (see request.h). */
-#include "request.h"
+#include "datapath/request.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "base/util.h"
 
 void tern_req_fail_locked(tern_batch *b, size_t idx, tern_status st, int code,
                           const char *fmt, ...)

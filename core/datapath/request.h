@@ -9,8 +9,8 @@
 #ifndef TERN_CORE_DATAPATH_REQUEST_H
 #define TERN_CORE_DATAPATH_REQUEST_H
 
-#include "engine_state.h"
-#include "stats.h"
+#include "engine/engine_state.h"
+#include "obs/stats.h"
 
 /* One request and its state; guarded by the batch lock. */
 typedef struct tern_req {

@@ -1,13 +1,13 @@
 /* core/datapath/route.c: path choice and the endpoint for a slice (see
  * route.h). */
-#include "route.h"
+#include "datapath/route.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "desc.h"
-#include "engine_endpoint.h"
-#include "util.h"
+#include "desc/desc.h"
+#include "engine/endpoint.h"
+#include "base/util.h"
 
 /* The index of topology device d in the segment's device list for this
  * transport (keys are indexed by it).  Resolved by name, so a topology

@@ -8,8 +8,8 @@
 #ifndef TERN_CORE_DATAPATH_ROUTE_H
 #define TERN_CORE_DATAPATH_ROUTE_H
 
-#include "request.h"
-#include "topology.h"
+#include "datapath/request.h"
+#include "host/topology.h"
 
 struct tern_segment_desc;
 

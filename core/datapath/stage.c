@@ -1,14 +1,14 @@
 /* core/datapath/stage.c: the stager (see stage.h and docs/gpu.md). */
-#include "stage.h"
+#include "datapath/stage.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
-#include "log.h"
-#include "util.h"
+#include "host/cuda.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define STAGE_MAX_GPUS 64
 #define STAGE_TAIL (16u << 10) /* the cut's tail rule: a slice may be this much longer */

@@ -17,7 +17,7 @@
 #ifndef TERN_CORE_DATAPATH_STAGE_H
 #define TERN_CORE_DATAPATH_STAGE_H
 
-#include "request.h"
+#include "datapath/request.h"
 
 struct tern_stage;
 

@@ -1,12 +1,12 @@
 /* core/datapath/stall.c: stalled NIC pairs (see stall.h). */
-#include "stall.h"
+#include "datapath/stall.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "desc.h"
-#include "log.h"
-#include "util.h"
+#include "desc/desc.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define STALL_BATCH 64 /* stalls handled per check; more wait for the next */
 

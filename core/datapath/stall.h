@@ -4,7 +4,7 @@
 #ifndef TERN_CORE_DATAPATH_STALL_H
 #define TERN_CORE_DATAPATH_STALL_H
 
-#include "request.h"
+#include "datapath/request.h"
 
 /* Check every open peer's pairs (the reaper, every WORKER_WAKE_MS): a
  * stalled pair is paused and its endpoint reset (the transport's ep_reset),

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define FIXTURE(name) TERN_TEST_DIR "/support/fixtures/config/" name
 #define SHIPPED(name) TERN_SOURCE_DIR "/config/" name

@@ -4,7 +4,7 @@
 #ifndef TERN_TEST_LOADER_HARNESS_H
 #define TERN_TEST_LOADER_HARNESS_H
 
-#include "config.h"
+#include "config/config.h"
 
 typedef struct tcfg {
     tern_config cfg;

@@ -11,7 +11,7 @@
 
 #include "datapath/batch.h"
 #include "engine.h"
-#include "util.h"
+#include "base/util.h"
 #include "tern/tern.h"
 
 #define MiB (1024u * 1024u)

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "config_harness.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Criterion forks per test, but each test starts from a clean environment. */
 static void clean_env(void)

@@ -16,11 +16,11 @@
 #include <unistd.h>
 
 #include "control/auth.h"
-#include "config.h"
-#include "fileio.h"
+#include "config/config.h"
+#include "base/fileio.h"
 #include "tern/tern.h"
-#include "topology.h"
-#include "topology_load.h"
+#include "host/topology.h"
+#include "host/topology_load.h"
 
 static char dir[64], fifo[96], sub[96], missing[96], s5[96], s5000[96], good[96], badjson[96];
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "config_harness.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- tern_config_check_options against a plugin's table -------------------------- */
 

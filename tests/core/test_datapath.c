@@ -17,7 +17,7 @@
 
 #include "engine.h"
 #include "tern/tern.h"
-#include "util.h"
+#include "base/util.h"
 
 #define LEN (1u << 20)
 

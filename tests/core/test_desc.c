@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "addrbook.h"
-#include "desc.h"
+#include "peer/addrbook.h"
+#include "desc/desc.h"
 #include "tern/errors.h"
-#include "topology.h"
+#include "host/topology.h"
 
 static char err[512];
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "epstore.h"
+#include "config/config.h"
+#include "plugin/epstore.h"
 
 /* ---- close accounting ------------------------------------------------- */
 

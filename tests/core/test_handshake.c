@@ -19,11 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
-#include "util.h"
+#include "base/util.h"
 
 static char err[512];
 static atomic_int calls;

@@ -15,12 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "desc.h"
+#include "config/config.h"
+#include "desc/desc.h"
 #include "loader_harness.h"
-#include "plugin.h"
+#include "plugin/plugin.h"
 #include "tern/tern.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- the memcpy example transport ------------------------------------------------ */
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
 

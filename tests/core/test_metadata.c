@@ -16,13 +16,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "desc.h"
+#include "config/config.h"
+#include "desc/desc.h"
 #include "control/handshake.h"
-#include "metadata.h"
+#include "peer/metadata.h"
 #include "stores.h"
 #include "tern/errors.h"
-#include "util.h"
+#include "base/util.h"
 
 static char err[1024];
 

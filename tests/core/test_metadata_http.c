@@ -20,12 +20,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "metadata.h"
+#include "config/config.h"
+#include "peer/metadata.h"
 #include "stores.h"
 #include "tern/errors.h"
 #include "tern/tern.h"
-#include "util.h"
+#include "base/util.h"
 
 static char err[1024];
 

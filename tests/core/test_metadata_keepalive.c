@@ -18,13 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine.h"
-#include "metadata.h"
+#include "peer/metadata.h"
 #include "stores.h"
 #include "tern/errors.h"
 #include "tern/tern.h"
-#include "util.h"
+#include "base/util.h"
 
 static char err[1024];
 

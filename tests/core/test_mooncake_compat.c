@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
-#include "mooncake_compat.h"
-#include "mooncake_desc.h"
+#include "desc/desc.h"
+#include "peer/mooncake_compat.h"
+#include "desc/mooncake_desc.h"
 #include "tern/errors.h"
-#include "topology.h"
+#include "host/topology.h"
 #include "../transports/tcp/tcp_mooncake.h"
 
 static char err[512];

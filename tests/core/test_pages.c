@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-/* `huge_pages` (core/pages.c): what registering host memory does to its
+/* `huge_pages` (core/memory/pages.c): what registering host memory does to its
  * pages.  Each test reads the kernel's own account of the region
  * (/proc/self/smaps: VmFlags "hg" for MADV_HUGEPAGE, AnonHugePages for
  * pages that are huge) rather than trusting a return code. */

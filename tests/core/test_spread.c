@@ -1,4 +1,4 @@
-/* tests/core/test_spread.c: a peer's slices over NIC pairs (core/spread.c,
+/* tests/core/test_spread.c: a peer's slices over NIC pairs (core/peer/spread.c,
  * docs/topology.md, Spreading and Stalled NIC pairs): pairing, the pick by
  * predicted completion, stalls, pause and probation. */
 #ifndef _GNU_SOURCE
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "spread.h"
-#include "topology.h"
-#include "util.h"
+#include "peer/spread.h"
+#include "host/topology.h"
+#include "base/util.h"
 
 #define MIB (1ull << 20)
 #define AB "{\"*\": [[\"a\", \"b\"], []]}" /* devices a and b, everywhere */

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "metrics.h"
-#include "stats.h"
-#include "util.h"
+#include "obs/metrics.h"
+#include "obs/stats.h"
+#include "base/util.h"
 #include "tern/tern.h"
 
 #define MiB (1024u * 1024u)

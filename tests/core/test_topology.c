@@ -14,10 +14,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "desc.h"
+#include "config/config.h"
+#include "desc/desc.h"
 #include "datapath/route.h"
-#include "topology.h"
+#include "host/topology.h"
 
 #define FIX TERN_TEST_DIR "/support/fixtures/sysfs/"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "control/auth.h"
-#include "desc.h"
+#include "desc/desc.h"
 #include "plugin_harness.h"
 
 static void h_log(void *host, int level, const char *fmt, ...)

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 int test_free_port(void)
 {

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "metadata.h"
+#include "config/config.h"
+#include "peer/metadata.h"
 
 /* The build tree's plugin directory, where the tests find the stores. */
 #define TEST_MD_PLUGIN_DIR TERN_BUILD_DIR "/lib/tern"

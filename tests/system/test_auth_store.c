@@ -37,7 +37,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine_state.h"
+#include "engine/engine_state.h"
 #include "stores.h"
 #include "tern/errors.h"
 #include "tern/metastore.h"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "tern/tern.h"
-#include "util.h"
+#include "base/util.h"
 
 #define ROUNDS_DEFAULT 100
 #define FAULT_SEED 20261201u

@@ -35,11 +35,11 @@
 
 #include "../transports/tcp/tcp_mooncake.h"
 #include "../transports/tcp/tcp_wire.h"
-#include "desc.h"
+#include "desc/desc.h"
 #include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/tern.h"
-#include "util.h"
+#include "base/util.h"
 
 #define GUARD (64u << 10)
 #define BUFLEN (4u << 20)

@@ -36,10 +36,10 @@
 
 #include "integration_common.h"
 #include "control/auth.h"
-#include "desc_sign.h"
+#include "desc/desc_sign.h"
 #include "control/handshake.h"
 #include "tern/transport.h"
-#include "util.h"
+#include "base/util.h"
 
 #include "hostile_control_harness.h"
 

@@ -17,7 +17,7 @@
 #include "integration_common.h"
 #include "control/handshake.h"
 #include "hostile_control_harness.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- request flood ------------------------------------------------------------- */
 

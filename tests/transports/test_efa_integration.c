@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 
-#include "engine_state.h"
+#include "engine/engine_state.h"
 #include "integration_common.h"
 
 #define PEER_PATH TERN_BUILD_DIR "/bin/tern-test-efa-peer"

@@ -25,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
-#include "util.h"
+#include "base/util.h"
 
 #define GUARD 4096
 #define REGION ((size_t)17 << 20)  /* registered bytes in the target */

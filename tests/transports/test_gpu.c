@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpu_topo.h"
+#include "host/gpu_topo.h"
 #include "tern/tern.h"
 
 #define KiB 1024u

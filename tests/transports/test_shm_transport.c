@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "plugin_harness.h"
 #include "tern/tern.h"
 #include "tern/transport.h"

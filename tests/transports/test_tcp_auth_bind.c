@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "control/auth.h"
-#include "desc.h"
+#include "desc/desc.h"
 #include "tcp_harness.h"
 #include "tern/errors.h"
 

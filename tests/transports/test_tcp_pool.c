@@ -29,7 +29,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "plugin_harness.h"
 #include "tern/tern.h"
 #include "tern/transport.h"

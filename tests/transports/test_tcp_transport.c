@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
 #include "tcp_harness.h"

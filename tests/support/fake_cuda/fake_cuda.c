@@ -1,7 +1,7 @@
 /* tests/support/fake_cuda/fake_cuda.c: a stand-in for libcuda.so.1 so the GPU
  * code runs on machines without a GPU (loaded through TERN_CUDA_LIBRARY).
  *
- * It exports the driver-API entry points core/cuda.c looks up and
+ * It exports the driver-API entry points core/host/cuda.c looks up and
  * implements them over host memory:
  *  - a "device" allocation is a memfd mapped twice: the address handed out
  *    is mapped PROT_NONE, so any host access to device memory (a transport

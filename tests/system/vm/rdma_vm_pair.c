@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "desc.h"
-#include "plugin.h"
+#include "config/config.h"
+#include "desc/desc.h"
+#include "plugin/plugin.h"
 #include "rdma_vm_pair.h"
 #include "tern/tern.h"
 #include "tern/transport.h"

@@ -11,9 +11,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "desc.h"
-#include "plugin.h"
+#include "config/config.h"
+#include "desc/desc.h"
+#include "plugin/plugin.h"
 #include "tern/tern.h"
 #include "tern/transport.h"
 
