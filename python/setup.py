@@ -34,7 +34,8 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["src/module.c", "src/engine.c", "src/engine_memory.c", "src/engine_peers.c",
-           "src/registration.c", "src/segment.c", "src/batch.c", "src/logbridge.c"]
+           "src/engine_base.c", "src/registration.c", "src/segment.c", "src/batch.c",
+           "src/logbridge.c", "src/errors.c", "src/args.c", "src/results.c"]
 
 
 def fail(msg):

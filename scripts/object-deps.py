@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
 """scripts/object-deps.py BUILD_DIR: fail when object files of one library
-call each other in a circle.
+or program call each other in a circle.
 
 What the compiler produced, not what the sources include: for each object
 file (one per .c) `nm` lists the global symbols it defines and those it
-needs.  Within one library (core/, each plugin under transports/ and
-plugins/) an edge goes from an object to every other object that defines a
-symbol it needs.  A circle (a strongly connected set of two or more
+needs.  Within one group an edge goes from an object to every other object
+that defines a symbol it needs.  The groups: core/ (libtern's objects),
+each plugin under transports/ and plugins/, the Python extension
+(python/src, the CMake target tern_python; "python: not built" when this
+build has no binding) and each program of tools/ (the objects linked into
+one executable).  A circle (a strongly connected set of two or more
 objects) means a file calls up into one that calls it, and the data path or
-the layering is not one-way.  Prints, per library, its object count and
-each circle with one call per edge that closes it; exits 1 when there is a
-circle, 0 when there is none, 77 (skip, said) without nm or objects.
+the layering is not one-way.  Prints, per group, its object count and each
+circle with one call per edge that closes it, then one line for the whole
+check; exits 1 when there is a circle, 0 when there is none, 77 (skip,
+said) without nm or objects.
 
-  OBJECT_DEPS_ONLY="core tcp"   check only the libraries named
+  OBJECT_DEPS_ONLY="core tcp"   check only the groups named
   OBJECT_DEPS_SKIP="tcp"        leave those out, said in the output (a
-                                library whose circle is being removed)
+                                group whose circle is being removed)
+
+Group names: core, a plugin's directory name (tcp), python, tools/<program>
+(tools/tern-bench).
 """
 import os
 import shutil
@@ -22,22 +29,38 @@ import subprocess
 import sys
 
 
+def group_of(rel):
+    """The group of objects under build/<rel> (a CMakeFiles/<target>.dir
+    path, split), or None for objects the check leaves out (tests)."""
+    target = next((d[:-4] for d in rel if d.endswith(".dir")), None)
+    if rel[0] == "core" and target == "tern_core_obj":
+        return "core"
+    if rel[0] in ("transports", "plugins") and len(rel) > 1:
+        return rel[1]
+    if rel[0] == "python" and target == "tern_python":
+        return "python"
+    if rel[0] == "tools" and target:
+        return "tools/" + target
+    return None
+
+
 def libraries(build):
-    """{name: [object files]}: core, then each plugin's objects."""
+    """{name: [object files]}: core, each plugin's, python's, each tool's."""
     libs = {}
     for root, _dirs, files in os.walk(build):
         objs = [os.path.join(root, f) for f in files if f.endswith(".c.o")]
         if not objs or "CMakeFiles" not in root:
             continue
-        rel = os.path.relpath(root, build).split(os.sep)
-        if rel[0] == "core" and "tern_core_obj.dir" in rel:
-            name = "core"
-        elif rel[0] in ("transports", "plugins") and len(rel) > 1:
-            name = rel[1]
-        else:
-            continue
-        libs.setdefault(name, []).extend(objs)
+        name = group_of(os.path.relpath(root, build).split(os.sep))
+        if name:
+            libs.setdefault(name, []).extend(objs)
     return libs
+
+
+def order(name):
+    """core first, then the plugins, the Python extension, the tools."""
+    rank = 0 if name == "core" else 2 if name == "python" else 3 if "/" in name else 1
+    return (rank, name)
 
 
 def symbols(obj):
@@ -94,6 +117,40 @@ def circles(nodes, edges):
     return out
 
 
+def edges_of(objs):
+    """({object: {objects it needs a symbol from}}, {(from, to): one such symbol})."""
+    syms = {o: symbols(o) for o in objs}
+    owner = {}
+    for o, (defined, _n) in syms.items():
+        for s in defined:
+            owner.setdefault(s, o)
+    edges, why = {}, {}
+    for o, (_d, needed) in syms.items():
+        for s in sorted(needed):
+            t = owner.get(s)
+            if t and t != o:
+                edges.setdefault(o, set()).add(t)
+                why.setdefault((o, t), s)
+    return edges, why
+
+
+def check(name, objs, build):
+    """Print the group's line (or its circles); the number of circles."""
+    objs = sorted(objs)
+    edges, why = edges_of(objs)
+    found = circles(objs, edges)
+    if not found:
+        print(f"object-deps: {name}: {len(objs)} objects, no circle")
+    for comp in found:
+        members = set(comp)
+        print(f"object-deps: {name}: circle of {len(comp)} objects:")
+        for o in comp:
+            for t in sorted(edges.get(o, ())):
+                if t in members:
+                    print(f"    {short(o, build)} -> {short(t, build)} ({why[(o, t)]})")
+    return len(found)
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     if not shutil.which("nm"):
@@ -105,42 +162,23 @@ def main():
         return 77
     only = os.environ.get("OBJECT_DEPS_ONLY", "").split()
     skip = os.environ.get("OBJECT_DEPS_SKIP", "").split()
-    bad = 0
-    for name in sorted(libs, key=lambda n: (n != "core", n)):
+    if "python" not in libs and (not only or "python" in only):
+        # Said, so that a build without the binding does not pass it unseen.
+        print("object-deps: python: not built (TERN_PYTHON=OFF or no Python headers)")
+    bad = checked = 0
+    for name in sorted(libs, key=order):
         if only and name not in only:
             continue
         if name in skip:
             print(f"object-deps: {name}: NOT CHECKED (OBJECT_DEPS_SKIP)")
             continue
-        objs = sorted(libs[name])
-        syms = {o: symbols(o) for o in objs}
-        owner = {}
-        for o, (defined, _n) in syms.items():
-            for s in defined:
-                owner.setdefault(s, o)
-        edges, why = {}, {}
-        for o, (_d, needed) in syms.items():
-            for s in sorted(needed):
-                t = owner.get(s)
-                if t and t != o:
-                    edges.setdefault(o, set()).add(t)
-                    why.setdefault((o, t), s)
-        found = circles(objs, edges)
-        if not found:
-            print(f"object-deps: {name}: {len(objs)} objects, no circle")
-            continue
-        bad += len(found)
-        for comp in found:
-            members = set(comp)
-            print(f"object-deps: {name}: circle of {len(comp)} objects:")
-            for o in comp:
-                for t in sorted(edges.get(o, ())):
-                    if t in members:
-                        print(f"    {short(o, build)} -> {short(t, build)} ({why[(o, t)]})")
+        bad += check(name, libs[name], build)
+        checked += 1
     if bad:
         print(f"object-deps: {bad} circle(s): move the functions to where they belong "
               "(helpers below their callers, open beside close)")
         return 1
+    print(f"object-deps: {checked} groups, no circle")
     return 0
 
 

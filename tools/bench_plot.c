@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench_sweep.h"
+#include "bench_plot.h"
 
 typedef struct series {
     char name[200];

@@ -17,8 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <json-c/json.h>
 #include <unistd.h>
 
+#include "bench_plot.h"
+#include "bench_size.h"
 #include "bench_sweep.h"
 #include "tern/tern.h"
 

@@ -1,5 +1,5 @@
-/* tools/bench_sweep.h: tern-bench's size sweeps, their table, CSV and JSON,
- * and the charts drawn from them (tools/bench_sweep.c, tools/bench_plot.c).
+/* tools/bench_sweep.h: tern-bench's size sweeps, their table, CSV and JSON
+ * (tools/bench_sweep.c; the charts drawn from them: bench_plot.h).
  *
  * tern-bench.c owns the engine and the timed loop; it hands the sweep one
  * callback that measures one (direction, block size) point.  The sweep
@@ -8,11 +8,7 @@
 #ifndef TERN_TOOLS_BENCH_SWEEP_H
 #define TERN_TOOLS_BENCH_SWEEP_H
 
-#include <json-c/json.h>
 #include <stdint.h>
-
-/* Exit status of tern-bench when --plot cannot run its plotting tool. */
-#define BENCH_EXIT_NO_PLOTTER 69
 
 typedef struct bench_sweep_opts {
     int on;                    /* --sweep given */
@@ -63,9 +59,6 @@ typedef struct bench_sweep_info {
     uint64_t usable;           /* bytes each side may use: min(--buffer-size, target's) */
 } bench_sweep_info;
 
-/* Parses tern-bench's size syntax (4096, 64K, 1M, 1GiB). */
-int bench_parse_size(const char *s, uint64_t *out);
-
 /* The option code c with its argument: 1 taken, 0 not a sweep option,
  * -1 invalid (message printed).  Optional arguments may also come as the
  * next word (--sweep 4K..1M, --json out.json, --compare a.json b.json):
@@ -83,18 +76,8 @@ int bench_sweep_plot_only(const bench_sweep_opts *s);
 
 /* Runs the sweep through fn and writes every output asked for; returns
  * tern-bench's exit status (0, 1 failed to run, 2 errors during the run,
- * BENCH_EXIT_NO_PLOTTER). */
+ * BENCH_EXIT_NO_PLOTTER of bench_plot.h). */
 int bench_sweep_run(const bench_sweep_opts *s, const bench_sweep_info *info,
                     bench_measure_fn fn, void *ctx);
-
-/* Draws the series of docs[0..n) (sweep results, or bench/ results: an
- * object with "rows", one with "series", or an array of series) to file
- * with gnuplot (names[i]: where docs[i] came from, for messages): 0, BENCH_EXIT_NO_PLOTTER, or 1 on another failure. */
-int bench_plot(const char *file, const char *title, json_object **docs, const char **names,
-               int n);
-/* Without --mode: --plot FILE --compare A.json ...; tern-bench's exit status. */
-int bench_plot_files(const bench_sweep_opts *s);
-/* Reads one results file; NULL with a message when it is not one. */
-json_object *bench_plot_load(const char *path);
 
 #endif

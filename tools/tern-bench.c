@@ -67,6 +67,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_plot.h"
+#include "bench_size.h"
 #include "bench_sweep.h"
 #include "ephemeral_name.h"
 #include "tern/tern.h"
@@ -115,32 +117,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-int bench_parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-')
-        return -1;
-    uint64_t m = 1;
-    if (*end == 'k' || *end == 'K')
-        m = 1ull << 10;
-    else if (*end == 'm' || *end == 'M')
-        m = 1ull << 20;
-    else if (*end == 'g' || *end == 'G')
-        m = 1ull << 30;
-    if (m > 1)
-        end++;
-    if (*end == 'i' || *end == 'B' || *end == 'b')
-        end += (*end == 'i') ? 1 : 0;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || v > UINT64_MAX / m)
-        return -1;
-    *out = v * m;
-    return 0;
 }
 
 static void usage(FILE *f)

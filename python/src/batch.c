@@ -8,6 +8,14 @@
  * with those references (see ternpy.h): memory a transport may still touch
  * is never released. */
 #include "ternpy.h" /* Python.h first, as CPython requires */
+#include "batch.h"
+
+#include "args.h"
+#include "engine_base.h"
+#include "errors.h"
+#include "registration.h"
+#include "results.h"
+#include "segment.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +24,10 @@
 
 /* ---- arguments ----------------------------------------------------------- */
 
-int ternpy_local_arg(PyObject *local, PyObject *length, int writable, uintptr_t *addr,
+/* Parse (local, length) of a request: an int address with a length, or an
+ * object with the buffer protocol (length defaults to its size).  On
+ * success *keep is a new reference to the object to keep alive (or NULL). */
+static int local_arg(PyObject *local, PyObject *length, int writable, uintptr_t *addr,
                      uint64_t *len, PyObject **keep)
 {
     *keep = NULL;
@@ -77,7 +88,7 @@ static int request_arg(EngineObject *eo, PyObject *args, PyObject *kw, const cha
     uintptr_t addr;
     uint64_t len;
     int ms;
-    if (ternpy_local_arg(local, length, opcode == TERN_READ, &addr, &len, &obj) < 0)
+    if (local_arg(local, length, opcode == TERN_READ, &addr, &len, &obj) < 0)
         return -1;
     unsigned long long ra = PyLong_AsUnsignedLongLong(remote);
     int rc = ra == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
@@ -110,7 +121,7 @@ static int batch_init(BatchObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"engine", "capacity", NULL};
     PyObject *engine;
     Py_ssize_t capacity = 64;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|n:Batch", kwlist, &TernPy_EngineType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|n:Batch", kwlist, ternpy_engine_type,
                                      &engine, &capacity))
         return -1;
     if (self->b) {

@@ -2,6 +2,11 @@
  * registrations: a Registration keeps the registered object and its
  * buffer export alive (docs/python.md, "Threading and memory"). */
 #include "ternpy.h" /* Python.h first, as CPython requires */
+#include "engine_memory.h"
+
+#include "args.h"
+#include "errors.h"
+#include "registration.h"
 
 #include <stdio.h>
 #include <stdlib.h>

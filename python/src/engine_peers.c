@@ -2,6 +2,12 @@
  * segments opened by name, its own descriptor and named buffers, and
  * notifications sent and received. */
 #include "ternpy.h" /* Python.h first, as CPython requires */
+#include "engine_peers.h"
+
+#include "args.h"
+#include "errors.h"
+#include "results.h"
+#include "segment.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,25 +192,6 @@ PyObject *ternpy_engine_buffer(EngineObject *self, PyObject *args, PyObject *kw)
 #endif
 
 #if TERNPY_CLOSE_PROBE
-PyObject *ternpy_probe(EngineObject *eo, const char *name, PyObject *timeout)
-{
-    int ms = 0;
-    if (timeout && timeout != Py_None && ternpy_timeout_ms(timeout, &ms) < 0)
-        return NULL;
-    if (ternpy_engine_check(eo) < 0)
-        return NULL;
-    int rc;
-    TERNPY_ENTER(eo);
-    rc = tern_segment_probe(eo->e, name, ms > 0 ? ms : (timeout && timeout != Py_None ? 1 : 0));
-    TERNPY_LEAVE(eo);
-    if (rc == 0)
-        Py_RETURN_TRUE;
-    if (rc == TERN_ERR_TIMEOUT || rc == TERN_ERR_CONNECT || rc == TERN_ERR_CLOSED ||
-        rc == TERN_ERR_IO)
-        Py_RETURN_FALSE; /* no answer: the reason is in last_error */
-    return ternpy_raise_engine(eo, rc);
-}
-
 PyObject *ternpy_engine_probe(EngineObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"segment", "timeout", NULL};

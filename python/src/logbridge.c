@@ -13,6 +13,7 @@
  * deadlock with a line being logged.  A full queue drops lines and says how
  * many, rather than stall the engine on a slow handler. */
 #include "ternpy.h" /* Python.h first, as CPython requires */
+#include "logbridge.h"
 #include "tern/transport.h" /* TERN_LOG_* */
 
 #include <pthread.h>

@@ -1,6 +1,7 @@
 /* python/src/registration.c: tern.Registration, and an engine's table of
- * them, sorted by address (see ternpy.h, "registrations"). */
+ * them, sorted by address (registration.h). */
 #include "ternpy.h" /* Python.h first, as CPython requires */
+#include "registration.h"
 
 #include <stdio.h>
 #include <stdlib.h>

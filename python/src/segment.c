@@ -1,7 +1,14 @@
 /* python/src/segment.c: tern.Segment, a peer's segment opened by an Engine
  * (Engine.open_segment).  It holds its engine and the id libtern gave; the
- * engine keeps the segment's descriptor. */
+ * engine keeps the segment's descriptor.  What is asked of a peer by its
+ * segment is here too, for Segment's methods and the Engine's alike: its
+ * buffers and whether it is alive (ternpy_probe). */
 #include "ternpy.h" /* Python.h first, as CPython requires */
+#include "segment.h"
+
+#include "args.h"
+#include "errors.h"
+#include "results.h"
 
 #include <stdlib.h>
 
@@ -213,6 +220,25 @@ static PyObject *segment_get_engine(SegmentObject *s, void *c)
 }
 
 #if TERNPY_CLOSE_PROBE
+PyObject *ternpy_probe(EngineObject *eo, const char *name, PyObject *timeout)
+{
+    int ms = 0;
+    if (timeout && timeout != Py_None && ternpy_timeout_ms(timeout, &ms) < 0)
+        return NULL;
+    if (ternpy_engine_check(eo) < 0)
+        return NULL;
+    int rc;
+    TERNPY_ENTER(eo);
+    rc = tern_segment_probe(eo->e, name, ms > 0 ? ms : (timeout && timeout != Py_None ? 1 : 0));
+    TERNPY_LEAVE(eo);
+    if (rc == 0)
+        Py_RETURN_TRUE;
+    if (rc == TERN_ERR_TIMEOUT || rc == TERN_ERR_CONNECT || rc == TERN_ERR_CLOSED ||
+        rc == TERN_ERR_IO)
+        Py_RETURN_FALSE; /* no answer: the reason is in last_error */
+    return ternpy_raise_engine(eo, rc);
+}
+
 static PyObject *segment_probe(SegmentObject *s, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"timeout", NULL};
