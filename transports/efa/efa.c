@@ -26,7 +26,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 #define EFA_VERSION "0.1.0"
 

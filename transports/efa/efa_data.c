@@ -16,7 +16,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- data path ---------------------------------------------------------------- */
 

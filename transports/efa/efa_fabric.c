@@ -19,7 +19,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- device setup --------------------------------------------------------- */
 
