@@ -26,7 +26,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 #define EFA_VERSION "0.1.0"
 
@@ -120,10 +119,9 @@ static int efa_open_device(efa_ctx *c, efa_dev *d, int k, const struct fi_info *
     int rc = efa_dev_open(d, err, errlen);
     if (rc)
         return rc;
-    if (pthread_create(&d->thread, NULL, efa_progress_main, d)) {
-        snprintf(err, errlen, "cannot start the progress thread of %s", d->dinfo.name);
-        return TERN_ERR_NOMEM;
-    }
+    if (pthread_create(&d->thread, NULL, efa_progress_main, d))
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "cannot start the progress thread of %s",
+                             d->dinfo.name);
     d->thread_started = 1;
     return 0;
 }
@@ -142,11 +140,10 @@ static int efa_open_devices(efa_ctx *c, struct fi_info *list, const struct fi_in
 {
     struct fi_info *picked[TERN_MAX_DEVICES];
     int n = efa_pick_devices(c, list, picked, TERN_MAX_DEVICES);
-    if (n == 0) {
-        snprintf(err, errlen, "libfabric provider %s has no device%s%s", c->prov_name,
-                 c->iface[0] ? " named " : "", c->iface);
-        return TERN_ERR_NOT_FOUND;
-    }
+    if (n == 0)
+        return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                             "libfabric provider %s has no device%s%s", c->prov_name,
+                             c->iface[0] ? " named " : "", c->iface);
     if (n * c->rails > TERN_MAX_DEVICES)
         n = TERN_MAX_DEVICES / c->rails;
     c->devs = calloc((size_t)(n * c->rails), sizeof *c->devs);
@@ -197,11 +194,9 @@ static int efa_init(const tern_host_services *host, void **out, char *err, size_
 {
     struct fi_info *list = NULL;
     *out = NULL;
-    if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete) {
-        snprintf(err, errlen, "efa: the core offers no complete() host service (ABI 1.1 "
-                 "needed): update libtern");
-        return TERN_ERR_ABI;
-    }
+    if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
+        return tern_kit_errf(err, errlen, TERN_ERR_ABI, "efa: the core offers no complete() host "
+                             "service (ABI 1.1 needed): update libtern");
     efa_ctx *c = calloc(1, sizeof *c);
     int rc;
     if (!c)
@@ -213,9 +208,9 @@ static int efa_init(const tern_host_services *host, void **out, char *err, size_
     efa_read_options(c);
     rc = efa_getinfo_dc(c, 0, &list);
     if (rc) {
-        efa_not_found_msg(c, rc, err, errlen);
+        rc = efa_not_found(c, rc, err, errlen);
         efa_fini(c);
-        return TERN_ERR_NOT_FOUND;
+        return rc;
     }
     struct fi_info *list_b = efa_getinfo_bounce(c);
     rc = efa_open_devices(c, list, list_b, err, errlen);

@@ -16,7 +16,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- data path ---------------------------------------------------------------- */
 
@@ -100,28 +99,41 @@ static ssize_t efa_post(efa_ep *e, efa_op *op, uint64_t raddr)
     return rc;
 }
 
+/* Fail slice s with code and a formatted message (cut to the slice's errmsg). */
+static void efa_slice_failf(efa_ctx *c, tern_slice *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void efa_slice_failf(efa_ctx *c, tern_slice *s, int code, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    efa_slice_finish(c, s, code, msg);
+}
+
 /* Post one slice; -FI_EAGAIN is retried after reading the CQ, until the
  * I/O timeout.  A failure completes the slice with a message. */
 static void efa_submit_one(efa_ep *e, tern_slice *s)
 {
     efa_dev *d = e->dev;
     efa_ctx *c = e->ctx;
-    char msg[256];
     uint64_t raddr, deadline;
     ssize_t rc;
     efa_op *op;
     if ((s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || s->length > d->max_msg) {
-        snprintf(msg, sizeof msg, "bad slice: opcode %d, length %llu (max %llu on %s)",
-                 s->opcode, (unsigned long long)s->length, (unsigned long long)d->max_msg,
-                 d->dinfo.name);
-        efa_slice_finish(c, s, TERN_ERR_INVAL, msg);
+        efa_slice_failf(c, s, TERN_ERR_INVAL, "bad slice: opcode %d, length %llu (max %llu on %s)",
+                        s->opcode, (unsigned long long)s->length,
+                        (unsigned long long)d->max_msg, d->dinfo.name);
         return;
     }
     if (efa_remote_addr(e, s, &raddr)) {
-        snprintf(msg, sizeof msg, "remote address %llx / key %llx of %.80s is not inside a registration "
-                 "of the peer (offset addressing)", (unsigned long long)s->remote,
-                 (unsigned long long)s->rkey, e->peer_nic_path);
-        efa_slice_finish(c, s, TERN_ERR_RANGE, msg);
+        efa_slice_failf(c, s, TERN_ERR_RANGE,
+                        "remote address %llx / key %llx of %.80s is not inside a registration "
+                        "of the peer (offset addressing)",
+                        (unsigned long long)s->remote, (unsigned long long)s->rkey,
+                        e->peer_nic_path);
         return;
     }
     op = calloc(1, sizeof *op);
@@ -148,16 +160,15 @@ static void efa_submit_one(efa_ep *e, tern_slice *s)
         return;
     }
     if (rc == -FI_ECONNRESET) {
-        snprintf(msg, sizeof msg, "peer %.80s: its process %d is gone", e->peer_nic_path,
-                 e->peer->pid);
-        efa_slice_finish(c, s, TERN_ERR_CLOSED, msg);
+        efa_slice_failf(c, s, TERN_ERR_CLOSED, "peer %.80s: its process %d is gone",
+                        e->peer_nic_path, e->peer->pid);
         return;
     }
     if (rc == -FI_EAGAIN)
         atomic_store(&d->wedged, 1); /* the provider took nothing for a whole timeout */
-    snprintf(msg, sizeof msg, "fi_%s to %.80s failed: %s", s->opcode ? "write" : "read",
-             e->peer_nic_path, fi_strerror((int)-rc));
-    efa_slice_finish(c, s, rc == -FI_EAGAIN ? TERN_ERR_TIMEOUT : TERN_ERR_DEVICE, msg);
+    efa_slice_failf(c, s, rc == -FI_EAGAIN ? TERN_ERR_TIMEOUT : TERN_ERR_DEVICE,
+                    "fi_%s to %.80s failed: %s", s->opcode ? "write" : "read", e->peer_nic_path,
+                    fi_strerror((int)-rc));
 }
 
 int efa_submit(void *ep, tern_slice *const *slices, int n)

@@ -18,7 +18,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- endpoints ------------------------------------------------------------------ */
 
@@ -51,11 +50,10 @@ int efa_ep_open(void *ctx, const tern_ep_params *p, void **out, char *err, size_
 {
     efa_ctx *c = ctx;
     efa_ep *e;
-    if (!p || !out || p->local_dev < 0 || p->local_dev >= c->ndev) {
-        snprintf(err, errlen, "efa ep_open: local device %d out of range (have %d)",
-                 p ? p->local_dev : -1, c->ndev);
-        return TERN_ERR_INVAL;
-    }
+    if (!p || !out || p->local_dev < 0 || p->local_dev >= c->ndev)
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
+                             "efa ep_open: local device %d out of range (have %d)",
+                             p ? p->local_dev : -1, c->ndev);
     e = calloc(1, sizeof *e);
     if (!e)
         return TERN_ERR_NOMEM;
@@ -93,26 +91,22 @@ int efa_ep_connect(void *ep, const tern_desc *peer, char *err, size_t errlen)
     efa_ep *e = ep;
     uint8_t addr[EFA_ADDR_MAX];
     const char *hex = peer ? e->ctx->host->desc_get_str(peer, "efa_addr") : NULL;
-    if (!hex) {
-        snprintf(err, errlen, "handshake from %s carries no efa_addr: is the peer's transport "
-                 "efa?", e->peer_nic_path);
-        return TERN_ERR_PROTOCOL;
-    }
+    if (!hex)
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "handshake from %s carries no "
+                             "efa_addr: is the peer's transport efa?", e->peer_nic_path);
     long n = efa_hex_decode(hex, addr, sizeof addr);
-    if (n < 0) {
-        snprintf(err, errlen, "efa_addr from %s is not an even-length hex string of 1..%d "
-                 "bytes (got %zu characters)", e->peer_nic_path, EFA_ADDR_MAX, strlen(hex));
-        return TERN_ERR_PROTOCOL;
-    }
+    if (n < 0)
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "efa_addr from %s is not an "
+                             "even-length hex string of 1..%d bytes (got %zu characters)",
+                             e->peer_nic_path, EFA_ADDR_MAX, strlen(hex));
     /* The peer's bounce endpoint (shm), used only if we have one too. */
     uint8_t addr_b[EFA_ADDR_MAX];
     const char *hex_b = e->dev->ep_b ? e->ctx->host->desc_get_str(peer, "efa_addr_b") : NULL;
     long n_b = hex_b ? efa_hex_decode(hex_b, addr_b, sizeof addr_b) : 0;
-    if (n_b < 0) {
-        snprintf(err, errlen, "efa_addr_b from %s is not an even-length hex string of 1..%d "
-                 "bytes (got %zu characters)", e->peer_nic_path, EFA_ADDR_MAX, strlen(hex_b));
-        return TERN_ERR_PROTOCOL;
-    }
+    if (n_b < 0)
+        return tern_kit_errf(err, errlen, TERN_ERR_PROTOCOL, "efa_addr_b from %s is not an "
+                             "even-length hex string of 1..%d bytes (got %zu characters)",
+                             e->peer_nic_path, EFA_ADDR_MAX, strlen(hex_b));
     if (e->peer) {
         efa_peer_put(e->dev, e->peer);
         e->peer = NULL;

@@ -19,7 +19,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- device setup --------------------------------------------------------- */
 
@@ -65,8 +64,9 @@ int efa_getinfo(const char *prov_name, int delivery_complete, int bounce, struct
     return rc;
 }
 
-/* "provider efa not found; fi_getinfo offered: tcp;ofi_rxm, shm". */
-void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen)
+/* TERN_ERR_NOT_FOUND, the message naming what fi_getinfo offered instead
+ * ("fi_getinfo offered: tcp;ofi_rxm, shm"). */
+int efa_not_found(const efa_ctx *c, int rc, char *err, size_t errlen)
 {
     struct fi_info *all = NULL, *i;
     char list[512] = "";
@@ -83,10 +83,10 @@ void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen)
         }
         fi_freeinfo(all);
     }
-    snprintf(err, errlen,
-             "libfabric provider '%s' (%s) offers no RDM endpoint with RMA here (%s); "
-             "fi_getinfo offered: %s; check the transport's `provider` key",
-             c->provider, c->prov_name, fi_strerror(-rc), used ? list : "nothing");
+    return tern_kit_errf(err, errlen, TERN_ERR_NOT_FOUND,
+                         "libfabric provider '%s' (%s) offers no RDM endpoint with RMA here (%s); "
+                         "fi_getinfo offered: %s; check the transport's `provider` key",
+                         c->provider, c->prov_name, fi_strerror(-rc), used ? list : "nothing");
 }
 
 /* Keep one fi_info per domain (device): the first, or the first IPv4 one. */
@@ -167,11 +167,11 @@ int efa_key_is_base(const efa_dev *d)
 #define EFA_TRY(call, what)                                                          \
     do {                                                                             \
         int rc_ = (call);                                                            \
-        if (rc_) {                                                                   \
-            snprintf(err, errlen, "%s on device %s (provider %s) failed: %s", what, \
-                     d->dinfo.name, d->ctx->prov_name, fi_strerror(-rc_));           \
-            return TERN_ERR_DEVICE;                                                  \
-        }                                                                            \
+        if (rc_)                                                                     \
+            return tern_kit_errf(err, errlen, TERN_ERR_DEVICE,                       \
+                                 "%s on device %s (provider %s) failed: %s", what,   \
+                                 d->dinfo.name, d->ctx->prov_name,                   \
+                                 fi_strerror(-rc_));                                 \
     } while (0)
 
 int efa_dev_open(efa_dev *d, char *err, size_t errlen)

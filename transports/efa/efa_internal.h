@@ -149,7 +149,7 @@ void efa_map_provider(const char *p, char *out, size_t outlen);
 
 /* ---- efa_fabric.c ---- */
 int efa_getinfo(const char *prov_name, int delivery_complete, int bounce, struct fi_info **out);
-void efa_not_found_msg(const efa_ctx *c, int rc, char *err, size_t errlen);
+int efa_not_found(const efa_ctx *c, int rc, char *err, size_t errlen);
 int efa_pick_devices(efa_ctx *c, struct fi_info *list, struct fi_info **picked, int max);
 void efa_sysfs_path(const efa_ctx *c, const struct fi_info *i, tern_device_info *di);
 int efa_key_is_base(const efa_dev *d);

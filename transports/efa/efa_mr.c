@@ -16,7 +16,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- memory registration ---------------------------------------------------- */
 
@@ -52,29 +51,25 @@ static int efa_mr_one(efa_dev *d, efa_mr *m, int k, tern_mr_keys *keys, char *er
     uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     uint64_t req = efa_requested_key(d, m->addr);
     int rc = fi_mr_reg(d->domain, m->addr, m->len, access, 0, req, 0, &m->mr[k], NULL);
-    if (rc) {
-        snprintf(err, errlen,
-                 "fi_mr_reg of %zu bytes at %p on %s failed: %s; check that the memory is "
-                 "allocated and the locked-memory limit (ulimit -l)",
-                 m->len, m->addr, d->dinfo.name, fi_strerror(-rc));
-        return TERN_ERR_DEVICE;
-    }
+    if (rc)
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE,
+                             "fi_mr_reg of %zu bytes at %p on %s failed: %s; check that the "
+                             "memory is allocated and the locked-memory limit (ulimit -l)",
+                             m->len, m->addr, d->dinfo.name, fi_strerror(-rc));
     if (d->mr_mode & FI_MR_ENDPOINT) {
         rc = fi_mr_bind(m->mr[k], &d->ep->fid, 0);
         if (!rc)
             rc = fi_mr_enable(m->mr[k]);
-        if (rc) {
-            snprintf(err, errlen, "fi_mr_bind/fi_mr_enable on %s failed: %s", d->dinfo.name,
-                     fi_strerror(-rc));
-            return TERN_ERR_DEVICE;
-        }
+        if (rc)
+            return tern_kit_errf(err, errlen, TERN_ERR_DEVICE,
+                                 "fi_mr_bind/fi_mr_enable on %s failed: %s", d->dinfo.name,
+                                 fi_strerror(-rc));
     }
     keys->rkey[k] = fi_mr_key(m->mr[k]);
-    if (keys->rkey[k] == FI_KEY_NOTAVAIL) {
-        snprintf(err, errlen, "fi_mr_key on %s: key not available (raw keys unsupported)",
-                 d->dinfo.name);
-        return TERN_ERR_DEVICE;
-    }
+    if (keys->rkey[k] == FI_KEY_NOTAVAIL)
+        return tern_kit_errf(err, errlen, TERN_ERR_DEVICE,
+                             "fi_mr_key on %s: key not available (raw keys unsupported)",
+                             d->dinfo.name);
     /* The local "key" is the descriptor fi_write/fi_read want (FI_MR_LOCAL). */
     keys->lkey[k] = (uint64_t)(uintptr_t)fi_mr_desc(m->mr[k]);
     return 0;
@@ -85,10 +80,9 @@ int efa_mr_register(void *ctx, void *addr, size_t len, tern_mr_keys *keys, void 
 {
     efa_ctx *c = ctx;
     efa_mr *m;
-    if (!addr || !len || !keys || !out) {
-        snprintf(err, errlen, "efa mr_register: NULL address, zero length or no output");
-        return TERN_ERR_INVAL;
-    }
+    if (!addr || !len || !keys || !out)
+        return tern_kit_errf(err, errlen, TERN_ERR_INVAL,
+                             "efa mr_register: NULL address, zero length or no output");
     m = calloc(1, sizeof *m);
     if (!m)
         return TERN_ERR_NOMEM;

@@ -94,13 +94,12 @@ int efa_peer_get(efa_dev *d, const uint8_t *addr, size_t len, const uint8_t *add
     }
     pthread_rwlock_unlock(&d->av_lock);
     if (n != 1) {
-        snprintf(err, errlen,
-                 "fi_av_insert of the peer's efa_addr on %s failed (%s): is the peer "
-                 "using the same provider (%s)?",
-                 d->dinfo.name, n < 0 ? fi_strerror(-n) : "address not accepted",
-                 d->ctx->prov_name);
         efa_peer_free(p);
-        return TERN_ERR_CONNECT;
+        return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                             "fi_av_insert of the peer's efa_addr on %s failed (%s): is the peer "
+                             "using the same provider (%s)?",
+                             d->dinfo.name, n < 0 ? fi_strerror(-n) : "address not accepted",
+                             d->ctx->prov_name);
     }
     *out = p;
     return 0;

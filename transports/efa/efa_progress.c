@@ -18,7 +18,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- completion plumbing ------------------------------------------------- */
 

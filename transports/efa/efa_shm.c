@@ -102,10 +102,9 @@ int efa_shm_name(efa_dev *d, char *err, size_t errlen)
     snprintf(name, sizeof name, EFA_SHM_URI EFA_SHM_TAG "%llu.%d.%016" PRIx64, efa_pidns(),
              (int)getpid(), nonce);
     if (efa_shm_set_name(d->info, name, "") ||
-        (d->info_b && efa_shm_set_name(d->info_b, name, EFA_SHM_BOUNCE))) {
-        snprintf(err, errlen, "out of memory naming the shm endpoint of %s", d->dinfo.name);
-        return TERN_ERR_NOMEM;
-    }
+        (d->info_b && efa_shm_set_name(d->info_b, name, EFA_SHM_BOUNCE)))
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM,
+                             "out of memory naming the shm endpoint of %s", d->dinfo.name);
     return 0;
 }
 

@@ -17,7 +17,6 @@
 #include <rdma/fi_rma.h>
 
 #include "efa_internal.h"
-#include "tern/tern.h"
 
 /* ---- small helpers ------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rdma_internal.h"
+#include "tern/plugin_kit.h"
 
 /* ---- MTU ------------------------------------------------------------------ */
 
@@ -230,12 +231,10 @@ int rd_check_qp_count(int local, int peer, const char *peer_nic_path, char *err,
 {
     if (local == peer)
         return 0;
-    if (err && errlen)
-        snprintf(err, errlen,
-                 "QP count mismatch: peer %s has %d QP%s per endpoint, this side has %d; "
-                 "set transports.rdma.qp_per_endpoint to the same value on both sides",
-                 peer_nic_path ? peer_nic_path : "?", peer, peer == 1 ? "" : "s", local);
-    return TERN_ERR_REFUSED;
+    return tern_kit_errf(err, errlen, TERN_ERR_REFUSED,
+                         "QP count mismatch: peer %s has %d QP%s per endpoint, this side has %d; "
+                         "set transports.rdma.qp_per_endpoint to the same value on both sides",
+                         peer_nic_path ? peer_nic_path : "?", peer, peer == 1 ? "" : "s", local);
 }
 
 int rd_device_allowed(const char *const *allow, size_t n, const char *name)

@@ -151,14 +151,15 @@ static rd_ep *rd_complete(rd_dev *d, const struct ibv_wc *wc)
     ep->total--;
     if (wc->status != IBV_WC_SUCCESS) {
         char msg[512];
-        if (ep->state == EP_CLOSING)
-            snprintf(msg, sizeof msg, "rdma: endpoint to %s closed with the %s in flight",
-                     ep->peer_nic_path, rd_op_name(s));
-        else
-            snprintf(msg, sizeof msg, "rdma: %s on %s QP %u to %s: %s (vendor err 0x%x)",
-                     rd_op_name(s), d->name, wc->qp_num, ep->peer_nic_path,
-                     ibv_wc_status_str(wc->status), wc->vendor_err);
-        rd_slice_fail(s, ep->state == EP_CLOSING ? TERN_ERR_CLOSED : TERN_ERR_DEVICE, msg);
+        int code = ep->state == EP_CLOSING
+                       ? tern_kit_errf(msg, sizeof msg, TERN_ERR_CLOSED,
+                                       "rdma: endpoint to %s closed with the %s in flight",
+                                       ep->peer_nic_path, rd_op_name(s))
+                       : tern_kit_errf(msg, sizeof msg, TERN_ERR_DEVICE,
+                                       "rdma: %s on %s QP %u to %s: %s (vendor err 0x%x)",
+                                       rd_op_name(s), d->name, wc->qp_num, ep->peer_nic_path,
+                                       ibv_wc_status_str(wc->status), wc->vendor_err);
+        rd_slice_fail(s, code, msg);
         if (ep->state == EP_CONNECTED) {
             RD_LOG(ep->ctx, TERN_LOG_ERROR, "%s; endpoint marked failed", msg);
             snprintf(ep->fail_msg, sizeof ep->fail_msg, "%s", msg);

@@ -105,11 +105,10 @@ int shm_drain_wait(shm_ctx *ctx, uint64_t seq, int wait_ms, char *msg, size_t ms
         long pid = busy_pass(ctx, seq);
         if (!pid)
             return 0;
-        if (tern_kit_now_us() >= end) {
-            snprintf(msg, msglen, "process %ld was still copying into the range after "
-                     "unregister_wait_ms (%d ms)", pid, wait_ms);
-            return TERN_ERR_TIMEOUT;
-        }
+        if (tern_kit_now_us() >= end)
+            return tern_kit_errf(msg, msglen, TERN_ERR_TIMEOUT,
+                                 "process %ld was still copying into the range after "
+                                 "unregister_wait_ms (%d ms)", pid, wait_ms);
         struct timespec ts = {0, nap_us * 1000};
         nanosleep(&ts, NULL);
         if (nap_us < 1000)

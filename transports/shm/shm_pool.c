@@ -89,7 +89,7 @@ static void *worker_main(void *arg)
         if (atomic_load(&j->status) != 0)
             rc = 0; /* the slice already failed: do not copy the rest */
         else if (p->stop)
-            rc = TERN_ERR_CLOSED, snprintf(msg, sizeof msg, "shm: transport shutting down");
+            rc = tern_kit_errf(msg, sizeof msg, TERN_ERR_CLOSED, "shm: transport shutting down");
         else
             rc = shm_copy_chunk(j->ep, j->s, off, len, msg, sizeof msg);
         if (rc)
@@ -105,18 +105,17 @@ static void *worker_main(void *arg)
 int shm_pool_start(shm_ctx *ctx, int workers, shm_pool **out, char *err, size_t errlen)
 {
     shm_pool *p = calloc(1, sizeof *p + (size_t)workers * sizeof(pthread_t));
-    if (!p) {
-        snprintf(err, errlen, "shm: out of memory for the worker pool");
-        return TERN_ERR_NOMEM;
-    }
+    if (!p)
+        return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "shm: out of memory for the worker pool");
     p->ctx = ctx;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     for (; p->n < workers; p->n++)
         if (pthread_create(&p->threads[p->n], NULL, worker_main, p) != 0) {
-            snprintf(err, errlen, "shm: cannot start worker thread %d of %d", p->n + 1, workers);
+            int rc = tern_kit_errf(err, errlen, TERN_ERR_IO,
+                                   "shm: cannot start worker thread %d of %d", p->n + 1, workers);
             shm_pool_stop(p);
-            return TERN_ERR_IO;
+            return rc;
         }
     *out = p;
     return 0;
