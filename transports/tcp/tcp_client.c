@@ -190,6 +190,35 @@ static void conn_break(tcp_conn *c, done_list *d, int code, const char *why)
     atomic_store(&c->state, TCP_C_OFF);
 }
 
+/* Wait for a non-blocking connect on fd to finish, up to io_timeout ms in
+ * all: 0 once the socket is writable (SO_ERROR then says how it went),
+ * else the code with its message.  A signal retries with the time left, so
+ * signals cannot stretch the deadline; a failed poll() is an error of its
+ * own, never a finished connect. */
+static int connect_wait(tcp_ep *ep, int fd, char *err, size_t errlen)
+{
+    tcp_ctx *ctx = ep->ctx;
+    uint64_t deadline = tern_kit_now_ms() + (uint64_t)ctx->io_timeout_ms;
+    for (;;) {
+        uint64_t now = tern_kit_now_ms();
+        struct pollfd pf = {fd, POLLOUT, 0};
+        int n = poll(&pf, 1, now < deadline ? (int)(deadline - now) : 0);
+        if (n > 0)
+            return 0;
+        if (n == 0)
+            return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                                 "tcp: connect to data port %s timed out after %d ms (is the "
+                                 "target up and reachable?)",
+                                 ep->peer, ctx->io_timeout_ms);
+        if (errno != EINTR)
+            return tern_kit_errf(err, errlen, TERN_ERR_IO,
+                                 "tcp: poll() waiting for the connect to data port %s failed: "
+                                 "%s (a local failure, not the target's: check this process's "
+                                 "memory and open files limit)",
+                                 ep->peer, strerror(errno));
+    }
+}
+
 /* Connect with a deadline; the socket stays non-blocking. */
 static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
 {
@@ -201,20 +230,13 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
     tcp_sock_tune(ctx, fd);
     int rc = connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd pf = {fd, POLLOUT, 0};
-        int n;
-        do
-            n = poll(&pf, 1, ctx->io_timeout_ms);
-        while (n < 0 && errno == EINTR);
+        rc = connect_wait(ep, fd, err, errlen);
+        if (rc) {
+            close(fd);
+            return rc;
+        }
         int soerr = 0;
         socklen_t sl = sizeof soerr;
-        if (n == 0) {
-            close(fd);
-            return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
-                                 "tcp: connect to data port %s timed out after %d ms (is the "
-                                 "target up and reachable?)",
-                                 ep->peer, ctx->io_timeout_ms);
-        }
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
         errno = soerr;
         rc = soerr ? -1 : 0;
