@@ -187,9 +187,10 @@ static void tcp_ctx_free(tcp_ctx *ctx)
     free(ctx);
 }
 
-static int tcp_init(const tern_host_services *host, void **out, char *err, size_t errlen)
+int tcp_init_sys(const tcp_sys *sys, const tern_host_services *host, void **out, char *err,
+                 size_t errlen)
 {
-    if (!host || !out)
+    if (!sys || !host || !out)
         return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "tcp init: host services missing");
     if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
         return tern_kit_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
@@ -200,6 +201,7 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
         return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp init: out of memory");
     size_t n = host->struct_size < sizeof ctx->host ? host->struct_size : sizeof ctx->host;
     memcpy(&ctx->host, host, n);
+    ctx->sys = *sys;
     ctx->host.struct_size = (uint32_t)n;
     ctx->io_timeout_ms = TERN_HAS_MEMBER(n, tern_host_services, io_timeout_ms) &&
                                  host->io_timeout_ms > 0 ? host->io_timeout_ms : 5000;
@@ -231,6 +233,11 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
             "and device pair", ctx->nnics, ctx->nworkers, ctx->opt_nconn);
     *out = ctx;
     return 0;
+}
+
+static int tcp_init(const tern_host_services *host, void **out, char *err, size_t errlen)
+{
+    return tcp_init_sys(&tcp_sys_libc, host, out, err, errlen);
 }
 
 static void tcp_fini(void *vctx)

@@ -202,7 +202,7 @@ static int connect_wait(tcp_ep *ep, int fd, char *err, size_t errlen)
     for (;;) {
         uint64_t now = tern_kit_now_ms();
         struct pollfd pf = {fd, POLLOUT, 0};
-        int n = poll(&pf, 1, now < deadline ? (int)(deadline - now) : 0);
+        int n = ctx->sys.poll(&pf, 1, now < deadline ? (int)(deadline - now) : 0);
         if (n > 0)
             return 0;
         if (n == 0)
@@ -228,7 +228,7 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
         return tern_kit_errf(err, errlen, TERN_ERR_IO, "tcp: socket() for %s: %s", ep->peer,
                              strerror(errno));
     tcp_sock_tune(ctx, fd);
-    int rc = connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen);
+    int rc = ctx->sys.connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
         rc = connect_wait(ep, fd, err, errlen);
         if (rc) {
@@ -409,7 +409,7 @@ static int conn_recv_result(tcp_conn *c, done_list *d, ssize_t n)
 static void conn_probe(tcp_conn *c, done_list *d)
 {
     uint8_t b;
-    ssize_t n = recv(c->io.fd, &b, 1, MSG_DONTWAIT);
+    ssize_t n = c->ep->ctx->sys.recv(c->io.fd, &b, 1, MSG_DONTWAIT);
     if (n > 0)
         conn_break(c, d, TERN_ERR_PROTOCOL, "the peer sent data nobody asked for");
     else
@@ -427,7 +427,7 @@ static int conn_recv_lone_read(tcp_conn *c, done_list *d)
     struct iovec iov[2] = {{c->rxbuf, TCP_REP_SIZE},
                            {s->local, s->length < LONE_MAX ? s->length : LONE_MAX}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-    ssize_t n = recvmsg(c->io.fd, &mh, MSG_DONTWAIT);
+    ssize_t n = c->ep->ctx->sys.recvmsg(c->io.fd, &mh, MSG_DONTWAIT);
     if (!conn_recv_result(c, d, n))
         return 0;
     if ((size_t)n < TCP_REP_SIZE) {
@@ -459,8 +459,8 @@ static void conn_recv(tcp_conn *c, done_list *d)
     while (c->io.fd >= 0) {
         if (c->rx_payload) {
             tern_slice *s = c->ring[c->head].s;
-            ssize_t n = recv(c->io.fd, (char *)s->local + c->rx_off, s->length - c->rx_off,
-                             MSG_DONTWAIT);
+            ssize_t n = c->ep->ctx->sys.recv(c->io.fd, (char *)s->local + c->rx_off,
+                                             s->length - c->rx_off, MSG_DONTWAIT);
             if (!conn_recv_result(c, d, n))
                 return;
             got = 1;
@@ -491,8 +491,8 @@ static void conn_recv(tcp_conn *c, done_list *d)
             got = 1;
             continue;
         }
-        ssize_t n = recv(c->io.fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
-                         MSG_DONTWAIT);
+        ssize_t n = c->ep->ctx->sys.recv(c->io.fd, c->rxbuf + c->rx_have,
+                                         k * TCP_REP_SIZE - c->rx_have, MSG_DONTWAIT);
         if (!conn_recv_result(c, d, n))
             return;
         got = 1;
@@ -1016,7 +1016,7 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
         int64_t left = end - ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec);
         struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
         struct pollfd pf = {l->fd, POLLIN, 0};
-        int k = left > 0 ? ppoll(&pf, 1, &ts, NULL) : 0;
+        int k = left > 0 ? ctx->sys.ppoll(&pf, 1, &ts, NULL) : 0;
         if (k < 0 && errno == EINTR)
             continue;
         if (k > 0 && (pf.revents & POLLERR) && ctx->opt_zerocopy_min > 0 &&

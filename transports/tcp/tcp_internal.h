@@ -5,11 +5,15 @@
 #define TERN_TCP_INTERNAL_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "tern/plugin_kit.h"
 
@@ -30,6 +34,27 @@ typedef struct tcp_nic {
 
 struct tcp_ctx;
 struct tcp_worker;
+
+/* The socket calls the transport makes on its data connections and
+ * listeners, one table per instance (tcp_ctx.sys): tcp_sys_libc, the C
+ * library's, unless the instance was started with another one
+ * (tcp_init_sys).  A test that links the transport's objects starts an
+ * instance whose calls fail on demand; the data path pays one indirect
+ * call, and no table is shared between instances or changed once one runs. */
+typedef struct tcp_sys {
+    int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+    int (*poll)(struct pollfd *fds, nfds_t n, int timeout_ms);
+    int (*ppoll)(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+                 const sigset_t *mask);
+    int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+    ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
+    ssize_t (*recvmsg)(int fd, struct msghdr *mh, int flags);
+    ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+    ssize_t (*sendmsg)(int fd, const struct msghdr *mh, int flags);
+} tcp_sys;
+
+/* tcp_util.c: the C library's calls. */
+extern const tcp_sys tcp_sys_libc;
 
 /* One registered range; the pointer is the mr handle given to the core.
  * refs: the table's reference plus one per transfer using the range (a
@@ -174,6 +199,7 @@ typedef struct tcp_srv_conn tcp_srv_conn;
 
 typedef struct tcp_ctx {
     tern_host_services host;
+    tcp_sys sys;                     /* socket calls: set at init, never changed */
     int io_timeout_ms;
     int auth;                        /* auth_secret_file configured */
 
@@ -229,6 +255,11 @@ typedef struct tcp_ctx {
     atomic_uint_fast64_t st_req_served, st_refused, st_bytes_in, st_bytes_out;
     atomic_uint_fast64_t st_conn_broken, st_connects, st_evicted, st_slow_cut;
 } tcp_ctx;
+
+/* tcp.c: init with the socket calls of sys (the exported table's init
+ * passes tcp_sys_libc). */
+int tcp_init_sys(const tcp_sys *sys, const tern_host_services *host, void **out, char *err,
+                 size_t errlen);
 
 /* tcp_util.c */
 void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)

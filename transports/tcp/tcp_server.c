@@ -73,7 +73,7 @@ static void srv_linger(tcp_srv_conn *c)
 {
     shutdown(c->io.fd, SHUT_WR);
     char buf[4096];
-    for (int i = 0; i < 64 && recv(c->io.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+    for (int i = 0; i < 64 && c->ctx->sys.recv(c->io.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
         ;
 }
 
@@ -214,7 +214,7 @@ static int srv_write(tcp_srv_conn *c)
         /* Never MSG_ZEROCOPY here: the owed replies' buffer is reused at
          * once, and the READ is over for this side when the call returns,
          * so memory unregistered then could still leave with later bytes. */
-        ssize_t k = sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t k = c->ctx->sys.sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         int e = errno;
         if (data)
             tcp_mr_io_end(c->mr);
@@ -257,7 +257,7 @@ static int srv_write(tcp_srv_conn *c)
 static ssize_t srv_sock_recv(tcp_srv_conn *c, void *buf, size_t len, int ahead)
 {
     for (;;) {
-        ssize_t n = recv(c->io.fd, buf, len, MSG_DONTWAIT);
+        ssize_t n = c->ctx->sys.recv(c->io.fd, buf, len, MSG_DONTWAIT);
         if (n > 0) {
             srv_progress(c, (size_t)n);
             if (ahead && (size_t)n < len)
