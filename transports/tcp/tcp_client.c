@@ -128,8 +128,8 @@ static void slice_finish(tcp_conn *c, done_list *d, tern_slice *s, int status,
 /* The request with this id leaves the ring (caller holds mu). */
 static void conn_left(tcp_conn *c, uint64_t id)
 {
-    if (c->probing && c->probe_id == id)
-        c->probing = 0; /* nothing followed it: the caller waited for it */
+    if (c->lone == TCP_LONE_PROBE && c->probe_id == id)
+        c->lone = TCP_LONE_WAIT; /* nothing followed it: the caller waited for it */
 }
 
 static void ring_fail_all(tcp_conn *c, done_list *d, int code, const char *msg)
@@ -151,7 +151,8 @@ static void conn_reset_stream(tcp_conn *c)
     c->rx_payload = 0;
     c->rx_off = 0;
     c->want_out = 0;
-    c->quiet = c->in_off = 0;
+    c->reader = TCP_READER_IO;
+    c->in_off = 0;
 }
 
 static void conn_close_fd(tcp_conn *c)
@@ -333,7 +334,7 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
 }
 
 /* EPOLLOUT only while something waits to be sent.  EPOLLIN unless the
- * connection is quiet and every reply due has a waiting submitter (or
+ * waiters read replies (TCP_READER_WAITER) and every reply due has one (or
  * none is due): then only EPOLLRDHUP, so the I/O thread is not woken by
  * replies the submitters read themselves, but still sees the peer go
  * (caller holds mu). */
@@ -342,7 +343,7 @@ static void conn_arm(tcp_conn *c)
     if (c->io.fd < 0)
         return;
     int want = c->nsent < c->count;
-    int off = c->quiet && (c->awaiting || !c->count);
+    int off = c->reader == TCP_READER_WAITER && (c->awaiting || !c->count);
     if (want != c->want_out || off != c->in_off) {
         tcp_io_mod(&c->io, (off ? EPOLLRDHUP : EPOLLIN) | (want ? EPOLLOUT : 0));
         c->want_out = want;
@@ -529,7 +530,7 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
         conn_send(c, &d, UINT64_MAX);
     int gone = ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
     if (c->io.fd >= 0 && (ev & EPOLLIN) && c->awaiting && !gone)
-        c->quiet = 1; /* a submitter waits on the socket for this: it reads */
+        c->reader = TCP_READER_WAITER; /* a submitter waits on the socket for this: it reads */
     else if (c->io.fd >= 0 && ((ev & EPOLLIN) || gone))
         conn_recv(c, &d);
     conn_arm(c);
@@ -902,26 +903,25 @@ static tcp_conn *ep_pick(tcp_ep *ep)
  * else in flight say it waits for each one again. */
 static void lone_learn(tcp_conn *c)
 {
-    if (c->probing && c->count > 1) {
-        c->probing = 0;
-        c->piped = 1;
+    if (c->lone == TCP_LONE_PROBE && c->count > 1) {
+        c->lone = TCP_LONE_PIPED;
         c->idle_run = 0;
-    } else if (c->piped) {
+    } else if (c->lone == TCP_LONE_PIPED) {
         c->idle_run = c->count == 1 ? c->idle_run + 1 : 0;
         if (c->idle_run >= LONE_RESUME)
-            c->piped = 0;
+            c->lone = TCP_LONE_WAIT;
     }
 }
 
 /* Should submit() wait for the reply of this lone request (caller holds
  * mu)?  Not while the caller pipelines, and not for one in LONE_PROBE: that
- * one is the probe. */
+ * one is the probe (TCP_LONE_WAIT -> TCP_LONE_PROBE). */
 static int lone_wait(tcp_conn *c, uint64_t id)
 {
-    if (c->piped)
+    if (c->lone == TCP_LONE_PIPED)
         return 0;
     if (++c->lone_n % LONE_PROBE == 0) {
-        c->probing = 1;
+        c->lone = TCP_LONE_PROBE;
         c->probe_id = id;
         return 0;
     }
@@ -959,7 +959,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
     lone_learn(c);
     int st = atomic_load(&c->state);
     if (st == TCP_C_UP && c->want_out) {
-        c->quiet = 0;
+        c->reader = TCP_READER_IO;
         conn_arm(c);
     } else if (st == TCP_C_UP) {
         conn_send(c, d, SUBMIT_INLINE_MAX);
@@ -968,7 +968,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
             *lone = (lone_req){.c = c, .id = e->id, .fd = c->io.fd};
             c->awaiting++;
         } else {
-            c->quiet = 0; /* replies no submitter waits for: the I/O thread's */
+            c->reader = TCP_READER_IO; /* replies no submitter waits for: the I/O thread's */
         }
         conn_arm(c);
     } else if (st == TCP_C_OFF) {
@@ -992,11 +992,12 @@ static int lone_pending(const tcp_conn *c, const lone_req *l)
  * here takes the I/O thread's wake and its hand-over to the waiting thread
  * out of every round trip.
  *
- * Who reads (under mu): while `awaiting`, an I/O thread that sees a reply
- * first leaves it in the socket and makes the connection quiet (conn_arm:
- * EPOLLIN off), so level-triggered epoll does not report it again and
- * again; a waiter that read its reply itself leaves the connection quiet,
- * so the next lone request needs no epoll_ctl either.  As soon as a reply
+ * Who reads (under mu, tcp_reader): while `awaiting`, an I/O thread that
+ * sees a reply first leaves it in the socket and hands the replies to the
+ * waiters (TCP_READER_WAITER; conn_arm: EPOLLIN off), so level-triggered
+ * epoll does not report it again and again; a waiter that read its reply
+ * itself leaves them there, so the next lone request needs no epoll_ctl
+ * either.  As soon as a reply
  * is due that no waiter waits for (a waiter gave up at its deadline, a
  * request that is not lone was queued), EPOLLIN is armed again and the
  * I/O thread reads as usual: a reply is never left unread.  A connection
@@ -1029,13 +1030,13 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
             conn_recv(c, &d);
             mine = lone_pending(c, l);
             if (!mine && c->io.fd == l->fd)
-                c->quiet = 1; /* read here: the next lone reply is read here too */
+                c->reader = TCP_READER_WAITER; /* read here: the next lone one is read here too */
         }
         over = !mine || k <= 0;
         if (over) {
             c->awaiting--;
             if (mine)
-                c->quiet = 0; /* not in time: the I/O thread reads it */
+                c->reader = TCP_READER_IO; /* not in time: the I/O thread reads it */
         }
         conn_arm(c);
         pthread_mutex_unlock(&c->mu);
