@@ -51,7 +51,6 @@
 #include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_wire.h"
-#include "tern/tern.h"
 
 #define SEND_IOV_MAX 64
 #define SEND_BYTES_MAX (16u << 20)
@@ -83,7 +82,7 @@ static size_t ring_at(const tcp_conn *c, size_t j) { return (c->head + j) & (c->
 
 static uint64_t wire_bytes(const tern_slice *s)
 {
-    return TCP_REQ_SIZE + (s->opcode == TERN_WRITE ? s->length : 0);
+    return TCP_REQ_SIZE + (s->opcode == TERN_OP_WRITE ? s->length : 0);
 }
 
 static void done_add(done_list *d, tern_slice *s)
@@ -292,7 +291,7 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
                 iov[niov++] = (struct iovec){e->hdr + off, TCP_REQ_SIZE - off};
                 total += TCP_REQ_SIZE - off;
             }
-            if (e->s->opcode == TERN_WRITE) {
+            if (e->s->opcode == TERN_OP_WRITE) {
                 uint64_t poff = off > TCP_REQ_SIZE ? off - TCP_REQ_SIZE : 0;
                 uint64_t len = e->s->length - poff;
                 if (len > budget - sent)
@@ -373,13 +372,13 @@ static int conn_take_reply(tcp_conn *c, done_list *d, const uint8_t *p)
         return TERN_ERR_PROTOCOL;
     c->fresh = 0;
     c->resent = 0;
-    if (r.status == 0 && e->s->opcode == TERN_READ)
+    if (r.status == 0 && e->s->opcode == TERN_OP_READ)
         return 1;
     char msg[512] = "";
     if (r.status == TERN_ERR_RANGE)
         snprintf(msg, sizeof msg, "tcp: %s refused %s of %" PRIu64 " B at 0x%" PRIx64
                  ": not inside a buffer registered there", c->ep->peer,
-                 e->s->opcode == TERN_WRITE ? "WRITE" : "READ", e->s->length, e->s->remote);
+                 e->s->opcode == TERN_OP_WRITE ? "WRITE" : "READ", e->s->length, e->s->remote);
     else if (r.status)
         snprintf(msg, sizeof msg, "tcp: %s refused the request: %s", c->ep->peer,
                  tcp_errname(r.status));
@@ -476,7 +475,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
         /* Replies to a run of WRITEs carry no data: read them together. */
         size_t k = 0;
         while (k < c->nsent && k < sizeof c->rxbuf / TCP_REP_SIZE &&
-               c->ring[ring_at(c, k)].s->opcode == TERN_WRITE)
+               c->ring[ring_at(c, k)].s->opcode == TERN_OP_WRITE)
             k++;
         if (k == 0 && c->nsent > 0)
             k = 1; /* a READ: its header alone */
@@ -486,7 +485,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
             return;
         }
         if (k == 1 && c->nsent == 1 && c->rx_have == 0 &&
-            c->ring[c->head].s->opcode == TERN_READ) {
+            c->ring[c->head].s->opcode == TERN_OP_READ) {
             if (!conn_recv_lone_read(c, d))
                 return;
             got = 1;
@@ -1058,7 +1057,7 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
         s->status = 0;
         s->transferred = 0;
         s->errmsg[0] = 0;
-        if ((s->opcode != TERN_READ && s->opcode != TERN_WRITE) || !s->local || !s->length) {
+        if ((s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || !s->local || !s->length) {
             slice_finish(NULL, &d, s, TERN_ERR_INVAL,
                          "tcp: slice with a bad opcode, NULL local address or zero length");
             continue;

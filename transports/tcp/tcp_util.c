@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 
 #include "tcp_internal.h"
-#include "tern/tern.h"
 
 /* connect and accept4 take glibc's transparent sockaddr unions: wrapped
  * to the table's plain pointer types. */
