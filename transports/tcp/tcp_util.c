@@ -1,5 +1,6 @@
 /* transports/tcp/tcp_util.c: what every file of the transport uses: the
- * log (plain and rate-limited), error names, the socket options of a data
+ * C library's socket calls (tcp_sys_libc, the default table), the log
+ * (plain and rate-limited), error names, the socket options of a data
  * connection, handing a slice back.  The bottom of the plugin: it calls
  * nothing of it. */
 #define _GNU_SOURCE
