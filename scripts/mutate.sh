@@ -61,6 +61,8 @@ simultaneous-open-no-replace | - | if \(rc == TERN_ERR_EXISTS && \Ka->c->yielded
 # -- tcp transport: socket options, the target's own range check
 tcp-socket-options-ignored | - | void tcp_sock_tune\(tcp_ctx \*ctx, int fd\)\n\{\n\K(?=    int one = 1;) | return; | test_tcp_transport | tcp_transport/options_are_honoured
 tcp-target-range-one-byte | quick | c->mr = q\.length \? tcp_mr_pin\(ctx, q\.addr, \Kq\.length(?=\) : NULL;) | 1 | test_tcp_integration | tcp_integration/unregistered_remote_addresses_refused
+# tcp initiator: a failed poll() while a connect is under way is no finished connect
+tcp-connect-failed-poll-ok | - | int n = ctx->sys\.poll\(&pf, 1, now < deadline \? \(int\)\(deadline - now\) : 0\);\n\s+if \(n \K>(?= 0\)\n\s+return 0;) | != | test_tcp_syscalls | tcp_syscalls/failed_poll_fails_the_connect
 # -- range checks: the initiator's descriptor lookup ignores the length
 range-initiator-ignores-length | - | return off <= b->length \K&& len <= b->length - off(?= \? b : NULL;) | && 1 | test_desc | segment/find_buffer_is_exact_and_overflow_safe
 # -- descriptors: overlapping buffers accepted; a refusal without its message

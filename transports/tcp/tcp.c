@@ -47,7 +47,6 @@
 #include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_wire.h"
-#include "tern/tern.h"
 
 /* ---- options --------------------------------------------------------------- */
 
@@ -187,9 +186,10 @@ static void tcp_ctx_free(tcp_ctx *ctx)
     free(ctx);
 }
 
-static int tcp_init(const tern_host_services *host, void **out, char *err, size_t errlen)
+int tcp_init_sys(const tcp_sys *sys, const tern_host_services *host, void **out, char *err,
+                 size_t errlen)
 {
-    if (!host || !out)
+    if (!sys || !host || !out)
         return tern_kit_errf(err, errlen, TERN_ERR_INVAL, "tcp init: host services missing");
     if (!TERN_HAS_MEMBER(host->struct_size, tern_host_services, complete) || !host->complete)
         return tern_kit_errf(err, errlen, TERN_ERR_NOT_SUPPORTED,
@@ -200,6 +200,7 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
         return tern_kit_errf(err, errlen, TERN_ERR_NOMEM, "tcp init: out of memory");
     size_t n = host->struct_size < sizeof ctx->host ? host->struct_size : sizeof ctx->host;
     memcpy(&ctx->host, host, n);
+    ctx->sys = *sys;
     ctx->host.struct_size = (uint32_t)n;
     ctx->io_timeout_ms = TERN_HAS_MEMBER(n, tern_host_services, io_timeout_ms) &&
                                  host->io_timeout_ms > 0 ? host->io_timeout_ms : 5000;
@@ -231,6 +232,11 @@ static int tcp_init(const tern_host_services *host, void **out, char *err, size_
             "and device pair", ctx->nnics, ctx->nworkers, ctx->opt_nconn);
     *out = ctx;
     return 0;
+}
+
+static int tcp_init(const tern_host_services *host, void **out, char *err, size_t errlen)
+{
+    return tcp_init_sys(&tcp_sys_libc, host, out, err, errlen);
 }
 
 static void tcp_fini(void *vctx)
@@ -329,6 +335,15 @@ static int tcp_query(void *vctx, const char *what, char *out, size_t outlen)
     return 0;
 }
 
+/* The head is written out rather than TERN_KIT_TRANSPORT_HEAD, which would
+ * declare abi_minor TERN_TRANSPORT_ABI_MINOR (2): tcp has declared 1.1
+ * since it first handed slices back through complete(), and the core shows
+ * that number (the load message, tern-info's "ABI", the describe JSON).
+ * Nothing else reads it beyond "1.1 or later may leave poll NULL"; the
+ * services of 1.2 that tcp uses (mem_gpu, mem_copy, pinned_alloc) it finds
+ * by TERN_HAS_MEMBER on the host's struct_size, not by this number.  So
+ * the macro would change only what tcp reports, which is a change of its
+ * own to make. */
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
     .magic = TERN_TRANSPORT_MAGIC,
     .struct_size = sizeof(tern_transport),

@@ -75,7 +75,8 @@ static void listener_on_event(tcp_io *io, uint32_t ev)
     for (int i = 0; i < 256; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
-        int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = ctx->sys.accept4(io->fd, (struct sockaddr *)&ss, &sl,
+                                  SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (tern_accept_starved(errno)) {
                 tcp_warn_limited(ctx, &ctx->rl_refuse,

@@ -32,13 +32,14 @@ static int tcp_auth_io(const tcp_ctx *ctx, int fd, void *buf, size_t len, int ou
         if (now >= deadline)
             return TERN_ERR_TIMEOUT;
         struct pollfd p = {.fd = fd, .events = out ? POLLOUT : POLLIN};
-        int n = poll(&p, 1, (int)(deadline - now));
+        int n = ctx->sys.poll(&p, 1, (int)(deadline - now));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return n == 0 ? TERN_ERR_TIMEOUT : TERN_ERR_IO;
-        ssize_t r = out ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                        : recv(fd, (char *)buf + done, len - done, MSG_DONTWAIT);
+        ssize_t r = out ? ctx->sys.send(fd, (char *)buf + done, len - done,
+                                        MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : ctx->sys.recv(fd, (char *)buf + done, len - done, MSG_DONTWAIT);
         if (r > 0)
             done += (size_t)r;
         else if (r == 0)

@@ -51,7 +51,6 @@
 #include "tcp_auth.h"
 #include "tcp_internal.h"
 #include "tcp_wire.h"
-#include "tern/tern.h"
 
 #define SEND_IOV_MAX 64
 #define SEND_BYTES_MAX (16u << 20)
@@ -83,7 +82,7 @@ static size_t ring_at(const tcp_conn *c, size_t j) { return (c->head + j) & (c->
 
 static uint64_t wire_bytes(const tern_slice *s)
 {
-    return TCP_REQ_SIZE + (s->opcode == TERN_WRITE ? s->length : 0);
+    return TCP_REQ_SIZE + (s->opcode == TERN_OP_WRITE ? s->length : 0);
 }
 
 static void done_add(done_list *d, tern_slice *s)
@@ -128,8 +127,8 @@ static void slice_finish(tcp_conn *c, done_list *d, tern_slice *s, int status,
 /* The request with this id leaves the ring (caller holds mu). */
 static void conn_left(tcp_conn *c, uint64_t id)
 {
-    if (c->probing && c->probe_id == id)
-        c->probing = 0; /* nothing followed it: the caller waited for it */
+    if (c->lone == TCP_LONE_PROBE && c->probe_id == id)
+        c->lone = TCP_LONE_WAIT; /* nothing followed it: the caller waited for it */
 }
 
 static void ring_fail_all(tcp_conn *c, done_list *d, int code, const char *msg)
@@ -151,7 +150,8 @@ static void conn_reset_stream(tcp_conn *c)
     c->rx_payload = 0;
     c->rx_off = 0;
     c->want_out = 0;
-    c->quiet = c->in_off = 0;
+    c->reader = TCP_READER_IO;
+    c->in_off = 0;
 }
 
 static void conn_close_fd(tcp_conn *c)
@@ -190,6 +190,35 @@ static void conn_break(tcp_conn *c, done_list *d, int code, const char *why)
     atomic_store(&c->state, TCP_C_OFF);
 }
 
+/* Wait for a non-blocking connect on fd to finish, up to io_timeout ms in
+ * all: 0 once the socket is writable (SO_ERROR then says how it went),
+ * else the code with its message.  A signal retries with the time left, so
+ * signals cannot stretch the deadline; a failed poll() is an error of its
+ * own, never a finished connect. */
+static int connect_wait(tcp_ep *ep, int fd, char *err, size_t errlen)
+{
+    tcp_ctx *ctx = ep->ctx;
+    uint64_t deadline = tern_kit_now_ms() + (uint64_t)ctx->io_timeout_ms;
+    for (;;) {
+        uint64_t now = tern_kit_now_ms();
+        struct pollfd pf = {fd, POLLOUT, 0};
+        int n = ctx->sys.poll(&pf, 1, now < deadline ? (int)(deadline - now) : 0);
+        if (n > 0)
+            return 0;
+        if (n == 0)
+            return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
+                                 "tcp: connect to data port %s timed out after %d ms (is the "
+                                 "target up and reachable?)",
+                                 ep->peer, ctx->io_timeout_ms);
+        if (errno != EINTR)
+            return tern_kit_errf(err, errlen, TERN_ERR_IO,
+                                 "tcp: poll() waiting for the connect to data port %s failed: "
+                                 "%s (a local failure, not the target's: check this process's "
+                                 "memory and open files limit)",
+                                 ep->peer, strerror(errno));
+    }
+}
+
 /* Connect with a deadline; the socket stays non-blocking. */
 static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
 {
@@ -199,22 +228,15 @@ static int sock_connect(tcp_ep *ep, int *out, char *err, size_t errlen)
         return tern_kit_errf(err, errlen, TERN_ERR_IO, "tcp: socket() for %s: %s", ep->peer,
                              strerror(errno));
     tcp_sock_tune(ctx, fd);
-    int rc = connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen);
+    int rc = ctx->sys.connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd pf = {fd, POLLOUT, 0};
-        int n;
-        do
-            n = poll(&pf, 1, ctx->io_timeout_ms);
-        while (n < 0 && errno == EINTR);
+        rc = connect_wait(ep, fd, err, errlen);
+        if (rc) {
+            close(fd);
+            return rc;
+        }
         int soerr = 0;
         socklen_t sl = sizeof soerr;
-        if (n == 0) {
-            close(fd);
-            return tern_kit_errf(err, errlen, TERN_ERR_CONNECT,
-                                 "tcp: connect to data port %s timed out after %d ms (is the "
-                                 "target up and reachable?)",
-                                 ep->peer, ctx->io_timeout_ms);
-        }
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
         errno = soerr;
         rc = soerr ? -1 : 0;
@@ -269,7 +291,7 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
                 iov[niov++] = (struct iovec){e->hdr + off, TCP_REQ_SIZE - off};
                 total += TCP_REQ_SIZE - off;
             }
-            if (e->s->opcode == TERN_WRITE) {
+            if (e->s->opcode == TERN_OP_WRITE) {
                 uint64_t poff = off > TCP_REQ_SIZE ? off - TCP_REQ_SIZE : 0;
                 uint64_t len = e->s->length - poff;
                 if (len > budget - sent)
@@ -311,7 +333,7 @@ static void conn_send(tcp_conn *c, done_list *d, uint64_t budget)
 }
 
 /* EPOLLOUT only while something waits to be sent.  EPOLLIN unless the
- * connection is quiet and every reply due has a waiting submitter (or
+ * waiters read replies (TCP_READER_WAITER) and every reply due has one (or
  * none is due): then only EPOLLRDHUP, so the I/O thread is not woken by
  * replies the submitters read themselves, but still sees the peer go
  * (caller holds mu). */
@@ -320,7 +342,7 @@ static void conn_arm(tcp_conn *c)
     if (c->io.fd < 0)
         return;
     int want = c->nsent < c->count;
-    int off = c->quiet && (c->awaiting || !c->count);
+    int off = c->reader == TCP_READER_WAITER && (c->awaiting || !c->count);
     if (want != c->want_out || off != c->in_off) {
         tcp_io_mod(&c->io, (off ? EPOLLRDHUP : EPOLLIN) | (want ? EPOLLOUT : 0));
         c->want_out = want;
@@ -350,13 +372,13 @@ static int conn_take_reply(tcp_conn *c, done_list *d, const uint8_t *p)
         return TERN_ERR_PROTOCOL;
     c->fresh = 0;
     c->resent = 0;
-    if (r.status == 0 && e->s->opcode == TERN_READ)
+    if (r.status == 0 && e->s->opcode == TERN_OP_READ)
         return 1;
     char msg[512] = "";
     if (r.status == TERN_ERR_RANGE)
         snprintf(msg, sizeof msg, "tcp: %s refused %s of %" PRIu64 " B at 0x%" PRIx64
                  ": not inside a buffer registered there", c->ep->peer,
-                 e->s->opcode == TERN_WRITE ? "WRITE" : "READ", e->s->length, e->s->remote);
+                 e->s->opcode == TERN_OP_WRITE ? "WRITE" : "READ", e->s->length, e->s->remote);
     else if (r.status)
         snprintf(msg, sizeof msg, "tcp: %s refused the request: %s", c->ep->peer,
                  tcp_errname(r.status));
@@ -387,7 +409,7 @@ static int conn_recv_result(tcp_conn *c, done_list *d, ssize_t n)
 static void conn_probe(tcp_conn *c, done_list *d)
 {
     uint8_t b;
-    ssize_t n = recv(c->io.fd, &b, 1, MSG_DONTWAIT);
+    ssize_t n = c->ep->ctx->sys.recv(c->io.fd, &b, 1, MSG_DONTWAIT);
     if (n > 0)
         conn_break(c, d, TERN_ERR_PROTOCOL, "the peer sent data nobody asked for");
     else
@@ -405,7 +427,7 @@ static int conn_recv_lone_read(tcp_conn *c, done_list *d)
     struct iovec iov[2] = {{c->rxbuf, TCP_REP_SIZE},
                            {s->local, s->length < LONE_MAX ? s->length : LONE_MAX}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-    ssize_t n = recvmsg(c->io.fd, &mh, MSG_DONTWAIT);
+    ssize_t n = c->ep->ctx->sys.recvmsg(c->io.fd, &mh, MSG_DONTWAIT);
     if (!conn_recv_result(c, d, n))
         return 0;
     if ((size_t)n < TCP_REP_SIZE) {
@@ -437,8 +459,8 @@ static void conn_recv(tcp_conn *c, done_list *d)
     while (c->io.fd >= 0) {
         if (c->rx_payload) {
             tern_slice *s = c->ring[c->head].s;
-            ssize_t n = recv(c->io.fd, (char *)s->local + c->rx_off, s->length - c->rx_off,
-                             MSG_DONTWAIT);
+            ssize_t n = c->ep->ctx->sys.recv(c->io.fd, (char *)s->local + c->rx_off,
+                                             s->length - c->rx_off, MSG_DONTWAIT);
             if (!conn_recv_result(c, d, n))
                 return;
             got = 1;
@@ -453,7 +475,7 @@ static void conn_recv(tcp_conn *c, done_list *d)
         /* Replies to a run of WRITEs carry no data: read them together. */
         size_t k = 0;
         while (k < c->nsent && k < sizeof c->rxbuf / TCP_REP_SIZE &&
-               c->ring[ring_at(c, k)].s->opcode == TERN_WRITE)
+               c->ring[ring_at(c, k)].s->opcode == TERN_OP_WRITE)
             k++;
         if (k == 0 && c->nsent > 0)
             k = 1; /* a READ: its header alone */
@@ -463,14 +485,14 @@ static void conn_recv(tcp_conn *c, done_list *d)
             return;
         }
         if (k == 1 && c->nsent == 1 && c->rx_have == 0 &&
-            c->ring[c->head].s->opcode == TERN_READ) {
+            c->ring[c->head].s->opcode == TERN_OP_READ) {
             if (!conn_recv_lone_read(c, d))
                 return;
             got = 1;
             continue;
         }
-        ssize_t n = recv(c->io.fd, c->rxbuf + c->rx_have, k * TCP_REP_SIZE - c->rx_have,
-                         MSG_DONTWAIT);
+        ssize_t n = c->ep->ctx->sys.recv(c->io.fd, c->rxbuf + c->rx_have,
+                                         k * TCP_REP_SIZE - c->rx_have, MSG_DONTWAIT);
         if (!conn_recv_result(c, d, n))
             return;
         got = 1;
@@ -507,7 +529,7 @@ static void conn_on_event(tcp_io *io, uint32_t ev)
         conn_send(c, &d, UINT64_MAX);
     int gone = ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
     if (c->io.fd >= 0 && (ev & EPOLLIN) && c->awaiting && !gone)
-        c->quiet = 1; /* a submitter waits on the socket for this: it reads */
+        c->reader = TCP_READER_WAITER; /* a submitter waits on the socket for this: it reads */
     else if (c->io.fd >= 0 && ((ev & EPOLLIN) || gone))
         conn_recv(c, &d);
     conn_arm(c);
@@ -880,26 +902,25 @@ static tcp_conn *ep_pick(tcp_ep *ep)
  * else in flight say it waits for each one again. */
 static void lone_learn(tcp_conn *c)
 {
-    if (c->probing && c->count > 1) {
-        c->probing = 0;
-        c->piped = 1;
+    if (c->lone == TCP_LONE_PROBE && c->count > 1) {
+        c->lone = TCP_LONE_PIPED;
         c->idle_run = 0;
-    } else if (c->piped) {
+    } else if (c->lone == TCP_LONE_PIPED) {
         c->idle_run = c->count == 1 ? c->idle_run + 1 : 0;
         if (c->idle_run >= LONE_RESUME)
-            c->piped = 0;
+            c->lone = TCP_LONE_WAIT;
     }
 }
 
 /* Should submit() wait for the reply of this lone request (caller holds
  * mu)?  Not while the caller pipelines, and not for one in LONE_PROBE: that
- * one is the probe. */
+ * one is the probe (TCP_LONE_WAIT -> TCP_LONE_PROBE). */
 static int lone_wait(tcp_conn *c, uint64_t id)
 {
-    if (c->piped)
+    if (c->lone == TCP_LONE_PIPED)
         return 0;
     if (++c->lone_n % LONE_PROBE == 0) {
-        c->probing = 1;
+        c->lone = TCP_LONE_PROBE;
         c->probe_id = id;
         return 0;
     }
@@ -937,7 +958,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
     lone_learn(c);
     int st = atomic_load(&c->state);
     if (st == TCP_C_UP && c->want_out) {
-        c->quiet = 0;
+        c->reader = TCP_READER_IO;
         conn_arm(c);
     } else if (st == TCP_C_UP) {
         conn_send(c, d, SUBMIT_INLINE_MAX);
@@ -946,7 +967,7 @@ static void conn_enqueue(tcp_conn *c, tern_slice *s, done_list *d, lone_req *lon
             *lone = (lone_req){.c = c, .id = e->id, .fd = c->io.fd};
             c->awaiting++;
         } else {
-            c->quiet = 0; /* replies no submitter waits for: the I/O thread's */
+            c->reader = TCP_READER_IO; /* replies no submitter waits for: the I/O thread's */
         }
         conn_arm(c);
     } else if (st == TCP_C_OFF) {
@@ -970,11 +991,12 @@ static int lone_pending(const tcp_conn *c, const lone_req *l)
  * here takes the I/O thread's wake and its hand-over to the waiting thread
  * out of every round trip.
  *
- * Who reads (under mu): while `awaiting`, an I/O thread that sees a reply
- * first leaves it in the socket and makes the connection quiet (conn_arm:
- * EPOLLIN off), so level-triggered epoll does not report it again and
- * again; a waiter that read its reply itself leaves the connection quiet,
- * so the next lone request needs no epoll_ctl either.  As soon as a reply
+ * Who reads (under mu, tcp_reader): while `awaiting`, an I/O thread that
+ * sees a reply first leaves it in the socket and hands the replies to the
+ * waiters (TCP_READER_WAITER; conn_arm: EPOLLIN off), so level-triggered
+ * epoll does not report it again and again; a waiter that read its reply
+ * itself leaves them there, so the next lone request needs no epoll_ctl
+ * either.  As soon as a reply
  * is due that no waiter waits for (a waiter gave up at its deadline, a
  * request that is not lone was queued), EPOLLIN is armed again and the
  * I/O thread reads as usual: a reply is never left unread.  A connection
@@ -994,7 +1016,7 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
         int64_t left = end - ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec);
         struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
         struct pollfd pf = {l->fd, POLLIN, 0};
-        int k = left > 0 ? ppoll(&pf, 1, &ts, NULL) : 0;
+        int k = left > 0 ? ctx->sys.ppoll(&pf, 1, &ts, NULL) : 0;
         if (k < 0 && errno == EINTR)
             continue;
         if (k > 0 && (pf.revents & POLLERR) && ctx->opt_zerocopy_min > 0 &&
@@ -1007,13 +1029,13 @@ static void conn_await(tcp_ctx *ctx, const lone_req *l)
             conn_recv(c, &d);
             mine = lone_pending(c, l);
             if (!mine && c->io.fd == l->fd)
-                c->quiet = 1; /* read here: the next lone reply is read here too */
+                c->reader = TCP_READER_WAITER; /* read here: the next lone one is read here too */
         }
         over = !mine || k <= 0;
         if (over) {
             c->awaiting--;
             if (mine)
-                c->quiet = 0; /* not in time: the I/O thread reads it */
+                c->reader = TCP_READER_IO; /* not in time: the I/O thread reads it */
         }
         conn_arm(c);
         pthread_mutex_unlock(&c->mu);
@@ -1035,7 +1057,7 @@ int tcp_submit(void *vep, tern_slice *const *slices, int n)
         s->status = 0;
         s->transferred = 0;
         s->errmsg[0] = 0;
-        if ((s->opcode != TERN_READ && s->opcode != TERN_WRITE) || !s->local || !s->length) {
+        if ((s->opcode != TERN_OP_READ && s->opcode != TERN_OP_WRITE) || !s->local || !s->length) {
             slice_finish(NULL, &d, s, TERN_ERR_INVAL,
                          "tcp: slice with a bad opcode, NULL local address or zero length");
             continue;

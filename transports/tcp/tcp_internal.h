@@ -5,11 +5,15 @@
 #define TERN_TCP_INTERNAL_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "tern/plugin_kit.h"
 
@@ -30,6 +34,27 @@ typedef struct tcp_nic {
 
 struct tcp_ctx;
 struct tcp_worker;
+
+/* The socket calls the transport makes on its data connections and
+ * listeners, one table per instance (tcp_ctx.sys): tcp_sys_libc, the C
+ * library's, unless the instance was started with another one
+ * (tcp_init_sys).  A test that links the transport's objects starts an
+ * instance whose calls fail on demand; the data path pays one indirect
+ * call, and no table is shared between instances or changed once one runs. */
+typedef struct tcp_sys {
+    int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+    int (*poll)(struct pollfd *fds, nfds_t n, int timeout_ms);
+    int (*ppoll)(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+                 const sigset_t *mask);
+    int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+    ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
+    ssize_t (*recvmsg)(int fd, struct msghdr *mh, int flags);
+    ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+    ssize_t (*sendmsg)(int fd, const struct msghdr *mh, int flags);
+} tcp_sys;
+
+/* tcp_util.c: the C library's calls. */
+extern const tcp_sys tcp_sys_libc;
 
 /* One registered range; the pointer is the mr handle given to the core.
  * refs: the table's reference plus one per transfer using the range (a
@@ -94,6 +119,42 @@ typedef struct tcp_entry {
 
 enum { TCP_C_OFF = 0, TCP_C_CONNECTING = 1, TCP_C_UP = 2 };
 
+/* The lone-reply shortcut (tcp_client.c, conn_await) keeps two states per
+ * connection, both under its mu.  The first: does the caller wait for each
+ * request before the next one (submit() then waits for a lone reply
+ * itself), or does it pipeline (waiting would serialize it)? */
+typedef enum tcp_lone {
+    /* Lone small requests are waited for in submit(), all but one in
+     * LONE_PROBE.  -> PROBE: lone_wait sends that one as the probe. */
+    TCP_LONE_WAIT = 0,
+    /* probe_id went out without a wait, to see whether the caller submits
+     * more meanwhile.  -> PIPED: another request was queued while the probe
+     * was in the ring (lone_learn).  -> WAIT: the probe left the ring first
+     * (conn_left): the caller waited for it. */
+    TCP_LONE_PROBE = 1,
+    /* The caller pipelines: submit() never waits.  -> WAIT: LONE_RESUME
+     * submits in a row found nothing else in flight (lone_learn, counted in
+     * idle_run). */
+    TCP_LONE_PIPED = 2,
+} tcp_lone;
+
+/* The second: who reads the replies.  A submitter waiting for a lone reply
+ * (awaiting counts them) reads it on its own thread, and the I/O thread
+ * must then not be woken by it: conn_arm takes EPOLLIN out of the epoll set
+ * while the connection is WAITER and a waiter waits or no reply is due. */
+typedef enum tcp_reader {
+    /* The I/O thread reads every reply (EPOLLIN armed).  -> WAITER: the I/O
+     * thread saw a reply while a submitter waits for it (conn_on_event), or
+     * a waiter read its reply itself (conn_await). */
+    TCP_READER_IO = 0,
+    /* Replies are the waiting submitters': EPOLLIN off while one waits or
+     * none is due, so the next lone request needs no epoll_ctl either.
+     * -> IO: a request no submitter waits for was queued (conn_enqueue), a
+     * waiter gave up at its deadline (conn_await), or the stream was reset
+     * (conn_reset_stream): a reply is never left unread. */
+    TCP_READER_WAITER = 1,
+} tcp_reader;
+
 /* One connection of an endpoint (initiator side).  Everything below `mu`
  * is guarded by it: submit() appends and sends from the caller's thread
  * when the socket takes the bytes; the worker sends the rest when the
@@ -111,13 +172,13 @@ typedef struct tcp_conn {
     int fresh;                 /* no reply on this socket yet */
     int resent;                /* the ring was already resent once after a fresh break */
     int awaiting;              /* submitters waiting for a reply on the socket (conn_await) */
-    int quiet;                 /* replies are theirs: EPOLLIN off while one waits or none is due */
+    tcp_reader reader;         /* who reads replies (TCP_READER_*) */
     int in_off;                /* EPOLLIN is out of the epoll set (EPOLLRDHUP in) */
+    tcp_lone lone;             /* does submit() wait for lone replies (TCP_LONE_*) */
     unsigned lone_n;           /* lone requests since the last probe (conn_enqueue) */
-    int probing;               /* probe_id went out without a wait: does more follow it? */
-    uint64_t probe_id;
-    int piped;                 /* the caller pipelines: submit() does not wait */
-    unsigned idle_run;         /* while piped: submits in a row onto an idle connection */
+    uint64_t probe_id;         /* while TCP_LONE_PROBE: the probe's id */
+    unsigned idle_run;         /* while TCP_LONE_PIPED: submits in a row onto an idle
+                                  connection */
     tcp_entry *ring;
     size_t cap, head, count;   /* ring of slices in request order */
     size_t nsent;              /* ring[head .. head+nsent) fully sent */
@@ -174,6 +235,7 @@ typedef struct tcp_srv_conn tcp_srv_conn;
 
 typedef struct tcp_ctx {
     tern_host_services host;
+    tcp_sys sys;                     /* socket calls: set at init, never changed */
     int io_timeout_ms;
     int auth;                        /* auth_secret_file configured */
 
@@ -229,6 +291,11 @@ typedef struct tcp_ctx {
     atomic_uint_fast64_t st_req_served, st_refused, st_bytes_in, st_bytes_out;
     atomic_uint_fast64_t st_conn_broken, st_connects, st_evicted, st_slow_cut;
 } tcp_ctx;
+
+/* tcp.c: init with the socket calls of sys (the exported table's init
+ * passes tcp_sys_libc). */
+int tcp_init_sys(const tcp_sys *sys, const tern_host_services *host, void **out, char *err,
+                 size_t errlen);
 
 /* tcp_util.c */
 void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)

@@ -35,7 +35,6 @@
 
 #include "tern/accept.h"
 #include "tern/errors.h"
-#include "tern/tern.h"
 
 /* ---- codec ------------------------------------------------------------------ */
 
@@ -614,7 +613,7 @@ static int read_status(tcp_mc_ep *ep, int fd, const char **why)
  * error (the socket is then in an unknown state and must be closed). */
 static int ep_send(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
 {
-    int write = s->opcode == TERN_WRITE;
+    int write = s->opcode == TERN_OP_WRITE;
     uint8_t hdr[TCP_MC_HDR_SIZE];
     tcp_mc_hdr_encode(hdr, s->length, s->remote,
                       (uint8_t)((write ? TCP_MC_OP_WRITE : TCP_MC_OP_READ) |
@@ -634,7 +633,7 @@ static int ep_send(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
 static int ep_recv(tcp_mc_ep *ep, int fd, tern_slice *s, const char **why)
 {
     int rc;
-    if (s->opcode == TERN_WRITE)
+    if (s->opcode == TERN_OP_WRITE)
         return ep->v2 ? read_status(ep, fd, why) : 0;
     if (ep->v2 && (rc = read_status(ep, fd, why)) != 0)
         return rc;
@@ -683,7 +682,7 @@ static int ep_take(tcp_mc_ep *ep, const mc_worker *w, tern_slice **out, int max)
 static void ep_fence_passed(tcp_mc_ep *ep, const tern_slice *s)
 {
     uint64_t fence = (uint64_t)(uintptr_t)s->plugin[1];
-    if (ep->v2 || s->opcode != TERN_READ || !fence)
+    if (ep->v2 || s->opcode != TERN_OP_READ || !fence)
         return;
     pthread_mutex_lock(&ep->mu);
     if (fence > ep->wr_applied)
@@ -805,11 +804,11 @@ int tcp_mc_ep_open(const tcp_mc_hooks *h, const char *host, uint16_t port, int v
 static void ep_queue(tcp_mc_ep *ep, tern_slice *s)
 {
     s->plugin[1] = NULL;
-    if (ep->v2 || (s->opcode == TERN_READ && ep->wr_applied == ep->wr_sent)) {
+    if (ep->v2 || (s->opcode == TERN_OP_READ && ep->wr_applied == ep->wr_sent)) {
         q_push(&ep->head, &ep->tail, s);
         return;
     }
-    if (s->opcode == TERN_WRITE)
+    if (s->opcode == TERN_OP_WRITE)
         ep->wr_sent++;
     else
         s->plugin[1] = (void *)(uintptr_t)ep->wr_sent;

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "tcp_internal.h"
-#include "tern/tern.h"
 
 /* Index of the first range whose addr > a (binary search). */
 static size_t mr_upper(const tcp_ctx *ctx, uint64_t a)

@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "tcp_server.h"
-#include "tern/tern.h"
 
 #define DRAIN_CHUNK (64 * 1024)
 /* Replies owed before they are sent, while requests keep coming: they go
@@ -73,7 +72,7 @@ static void srv_linger(tcp_srv_conn *c)
 {
     shutdown(c->io.fd, SHUT_WR);
     char buf[4096];
-    for (int i = 0; i < 64 && recv(c->io.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+    for (int i = 0; i < 64 && c->ctx->sys.recv(c->io.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
         ;
 }
 
@@ -214,7 +213,7 @@ static int srv_write(tcp_srv_conn *c)
         /* Never MSG_ZEROCOPY here: the owed replies' buffer is reused at
          * once, and the READ is over for this side when the call returns,
          * so memory unregistered then could still leave with later bytes. */
-        ssize_t k = sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t k = c->ctx->sys.sendmsg(c->io.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         int e = errno;
         if (data)
             tcp_mr_io_end(c->mr);
@@ -257,7 +256,7 @@ static int srv_write(tcp_srv_conn *c)
 static ssize_t srv_sock_recv(tcp_srv_conn *c, void *buf, size_t len, int ahead)
 {
     for (;;) {
-        ssize_t n = recv(c->io.fd, buf, len, MSG_DONTWAIT);
+        ssize_t n = c->ctx->sys.recv(c->io.fd, buf, len, MSG_DONTWAIT);
         if (n > 0) {
             srv_progress(c, (size_t)n);
             if (ahead && (size_t)n < len)
@@ -406,7 +405,7 @@ static void srv_header(tcp_srv_conn *c)
     tcp_req_decode(c->in, &q);
     c->have = 0;
     if (q.magic != TCP_REQ_MAGIC || q.version != TCP_WIRE_VERSION || q.flags != 0 ||
-        (q.opcode != TERN_READ && q.opcode != TERN_WRITE)) {
+        (q.opcode != TERN_OP_READ && q.opcode != TERN_OP_WRITE)) {
         char what[192];
         snprintf(what, sizeof what, "malformed request header (magic 0x%08x, version %u, "
                  "opcode %u, flags 0x%x); is the peer a tern TCP transport of wire "
@@ -422,7 +421,7 @@ static void srv_header(tcp_srv_conn *c)
     c->gpu_status = 0;
     if (c->mr) {
         tcp_budget_prove(c); /* a request inside registered memory; a refused one proves nothing */
-        if (q.opcode == TERN_WRITE) {
+        if (q.opcode == TERN_OP_WRITE) {
             c->state = S_WPAY;
         } else if (c->mr->gpu >= 0 && srv_gpu_first(c) != 0) {
             tcp_mr_unpin(c->mr); /* the first chunk failed: refuse before any payload */
@@ -437,11 +436,11 @@ static void srv_header(tcp_srv_conn *c)
     atomic_fetch_add(&ctx->st_refused, 1);
     c->status = q.length ? TERN_ERR_RANGE : TERN_ERR_INVAL;
     tcp_log(ctx, TERN_LOG_DEBUG, "refused %s of %" PRIu64 " B at 0x%" PRIx64 " from %s",
-            q.opcode == TERN_WRITE ? "WRITE" : "READ", q.length, q.addr, c->peer);
-    if (q.opcode == TERN_WRITE && q.length > TCP_DRAIN_MAX) {
+            q.opcode == TERN_OP_WRITE ? "WRITE" : "READ", q.length, q.addr, c->peer);
+    if (q.opcode == TERN_OP_WRITE && q.length > TCP_DRAIN_MAX) {
         out_reply(c, &q, c->status); /* too big to skip: answer, then close */
         c->state = S_CLOSING;
-    } else if (q.opcode == TERN_WRITE && q.length) {
+    } else if (q.opcode == TERN_OP_WRITE && q.length) {
         c->state = S_DRAIN;
     } else {
         out_reply(c, &q, c->status);

@@ -1,5 +1,6 @@
 /* transports/tcp/tcp_util.c: what every file of the transport uses: the
- * log (plain and rate-limited), error names, the socket options of a data
+ * C library's socket calls (tcp_sys_libc, the default table), the log
+ * (plain and rate-limited), error names, the socket options of a data
  * connection, handing a slice back.  The bottom of the plugin: it calls
  * nothing of it. */
 #define _GNU_SOURCE
@@ -9,13 +10,36 @@
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "tcp_internal.h"
-#include "tern/tern.h"
+
+/* connect and accept4 take glibc's transparent sockaddr unions: wrapped
+ * to the table's plain pointer types. */
+static int libc_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    return connect(fd, addr, len);
+}
+
+static int libc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    return accept4(fd, addr, len, flags);
+}
+
+const tcp_sys tcp_sys_libc = {
+    .connect = libc_connect,
+    .poll = poll,
+    .ppoll = ppoll,
+    .accept4 = libc_accept4,
+    .recv = recv,
+    .recvmsg = recvmsg,
+    .send = send,
+    .sendmsg = sendmsg,
+};
 
 void tcp_log(tcp_ctx *ctx, int level, const char *fmt, ...)
 {
@@ -93,9 +117,9 @@ void tcp_rcvlowat(tcp_io *io, int *cur, uint64_t left)
 ssize_t tcp_send(tcp_ctx *ctx, int fd, const struct msghdr *mh, uint64_t payload)
 {
     int zc = ctx->opt_zerocopy_min > 0 && payload >= ctx->opt_zerocopy_min;
-    ssize_t n = sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0));
+    ssize_t n = ctx->sys.sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0));
     if (n < 0 && zc && errno == ENOBUFS) /* no option memory for the report */
-        return sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        return ctx->sys.sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0 && zc)
         atomic_fetch_add(&ctx->zc_sends, 1);
     return n;
