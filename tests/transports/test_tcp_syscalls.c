@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc.h"
+#include "desc/desc.h"
 #include "tcp_harness.h"
 #include "tcp_internal.h"
 #include "tern/transport.h"

@@ -335,22 +335,11 @@ static int tcp_query(void *vctx, const char *what, char *out, size_t outlen)
     return 0;
 }
 
-/* The head is written out rather than TERN_KIT_TRANSPORT_HEAD, which would
- * declare abi_minor TERN_TRANSPORT_ABI_MINOR (2): tcp has declared 1.1
- * since it first handed slices back through complete(), and the core shows
- * that number (the load message, tern-info's "ABI", the describe JSON).
- * Nothing else reads it beyond "1.1 or later may leave poll NULL"; the
- * services of 1.2 that tcp uses (mem_gpu, mem_copy, pinned_alloc) it finds
- * by TERN_HAS_MEMBER on the host's struct_size, not by this number.  So
- * the macro would change only what tcp reports, which is a change of its
- * own to make. */
+/* The kit's head: the ABI of the headers tcp is built against (1.2; it
+ * declared 1.1 before, which only the load message and tern-info showed:
+ * the services of 1.2 it uses it finds by TERN_HAS_MEMBER either way). */
 TERN_TRANSPORT_EXPORT const tern_transport tern_transport_v1 = {
-    .magic = TERN_TRANSPORT_MAGIC,
-    .struct_size = sizeof(tern_transport),
-    .abi_major = TERN_TRANSPORT_ABI_MAJOR,
-    .abi_minor = 1,
-    .name = "tcp",
-    .version = "0.2.0",
+    TERN_KIT_TRANSPORT_HEAD("tcp", "0.2.0"),
     .caps = TERN_CAP_READ | TERN_CAP_WRITE | TERN_CAP_GPU_TARGET |
             TERN_CAP_MULTI_DEVICE,
     .options = tcp_options,
