@@ -115,18 +115,6 @@ typedef struct tern_cslice {
     struct tern_cslice *next, *prev; /* queue links */
 } tern_cslice;
 
-/* What a failure code means for healing (docs/architecture.md, Healing). */
-typedef enum tern_heal {
-    TERN_HEAL_FATAL,       /* retrying cannot fix it: fail at once */
-    TERN_HEAL_RETRY,       /* try again, maybe on another path */
-    TERN_HEAL_PEER,        /* the peer may have moved: refetch, back off, retry */
-    TERN_HEAL_RANGE,       /* retry only against a newer descriptor covering it */
-    TERN_HEAL_FALLBACK,    /* this transport cannot reach the peer: next one */
-} tern_heal;
-tern_heal tern_heal_class(int code);
-/* The endpoint is broken: drop it so the next attempt builds a new one. */
-int tern_heal_drops_endpoint(int code);
-
 /* Request idx has its final status: count it, advance its notification,
  * wake the waiters (batch lock held). */
 void tern_req_publish_locked(tern_batch *b, size_t idx);

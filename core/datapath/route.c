@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "desc/desc.h"
+#include "datapath/heal.h"
 #include "engine/endpoint.h"
 #include "base/util.h"
 
