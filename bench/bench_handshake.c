@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "desc/desc.h"
+#include "desc/handshake_desc.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
 #include "base/util.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "datapath/route.h"
 #include "host/topology.h"
 #include "base/util.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc/desc.h"
+#include "desc/handshake_desc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc/desc.h"
+#include "desc/handshake_desc.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 
 static void lookups(const tern_segment_desc *d)
 {

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "datapath/batch.h"
+#include "datapath/batch_state.h"
 #include "datapath/cut.h"
 #include "datapath/dispatch.h"
 #include "engine/engine_error.h"

@@ -4,6 +4,7 @@
  * synchronous call (see docs/api.md, Batches).  The top of the data path:
  * built on batch.c (alloc, submit, wait); the batch state the completion
  * path changes is in batch_state.c, at the bottom. */
+#include "datapath/batch_state.h"
 #include "datapath/queue.h"
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * ground floor of the data path: request.c calls it, it calls nothing of
  * the data path (sending a notification is the notification object's
  * sender thread's job, notify.c, never the completion path's). */
-#include "datapath/request.h"
+#include "datapath/batch_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -67,20 +67,8 @@ static void done_failed(tern_cslice *cs)
         tern_dpq_push(e->dp, cs, 0);
         return;
     }
-    cs->failed_ns = tern_now_ns();
     const char *why = cs->s.errmsg[0] ? tern_xport_msg(x, cs->s.errmsg) : "transport error";
-    switch (tern_heal_next(e, cs, code, why)) {
-    case TERN_HEAL_RANGE: /* the worker refetches and decides */
-        cs->range = 1;
-        tern_dpq_push(e->dp, cs, 0);
-        return;
-    case TERN_HEAL_FALLBACK: /* the worker moves the peer to the next transport */
-        cs->unreach = 1;
-        tern_dpq_push(e->dp, cs, 0);
-        return;
-    default: /* failed, or queued for another attempt */
-        return;
-    }
+    tern_heal_failed(e, cs, code, why, TERN_HEAL_SEEN_COMPLETE); /* queued or failed */
 }
 
 void tern_cslice_done(tern_cslice *cs)

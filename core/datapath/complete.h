@@ -3,10 +3,10 @@
  * Transports call the host service complete() from any thread (ABI 1.1);
  * for a 1.0 plugin a poller thread calls poll() and hands each slice here.
  * Success adds the bytes to the request and wakes its waiter at once
- * (condition broadcast, no thread in between).  Failure is sorted by
- * tern_heal_class(): fatal errors fail the request, others go to the work
- * queue for a worker to heal and retry (complete never blocks, never
- * connects, never closes an endpoint). */
+ * (condition broadcast, no thread in between).  Failure is handed to
+ * healing (heal.h) as seen here: fatal errors fail the request, others go
+ * to the work queue for a worker to heal and retry (complete never blocks,
+ * never connects, never closes an endpoint). */
 #ifndef TERN_CORE_DATAPATH_COMPLETE_H
 #define TERN_CORE_DATAPATH_COMPLETE_H
 

@@ -10,7 +10,6 @@
 #include "datapath/complete.h"
 #include "base/log.h"
 #include "datapath/cut.h"
-#include "desc/desc.h"
 #include "datapath/heal.h"
 #include "datapath/route.h"
 #include "datapath/stall.h"
@@ -101,22 +100,7 @@ static int by_endpoint(const void *a, const void *b)
 
 /* ---- route failures ------------------------------------------------------------------ */
 
-/* The transport cannot reach cs's peer (msg: its reason): move the peer to
- * the next common transport.  0, or cs was failed with that reason when
- * none is left. */
-static int fall_back(tern_engine *e, tern_cslice *cs, const char *msg)
-{
-    char why[768], text[1024];
-    if (tern_segment_unreachable(&e->segs, cs->seg, cs->x->index, why, sizeof why) == 0)
-        return 0;
-    snprintf(text, sizeof text, "%s; no other transport to fall back to (%s)", msg, why);
-    tern_cslice_fail(cs, TERN_ERR_UNREACHABLE, text);
-    return -1;
-}
-
-/* worker: 0 on the application thread, which hands a fallback on: moving
- * the peer takes the segment's write lock, which a worker's connect holds
- * for reading for as long as that connect lasts. */
+/* worker: 0 on the application thread, where healing only queues (heal.h). */
 static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *err, int worker)
 {
     if (rc == TERN_ROUTE_SEG_CLOSED) {
@@ -128,17 +112,7 @@ static void route_failed(tern_engine *e, tern_cslice *cs, int rc, const char *er
         cs->ref = NULL;
     }
     cs->s.ep = NULL;
-    tern_heal h = tern_heal_next(e, cs, rc, err);
-    if (h == TERN_HEAL_FALLBACK && !worker) {
-        tern_strlcpy(cs->s.errmsg, err, sizeof cs->s.errmsg);
-        cs->unreach = 1; /* a worker moves the peer (work_heal) */
-        tern_dpq_push(e->dp, cs, 0);
-    } else if (h == TERN_HEAL_FALLBACK) {
-        if (fall_back(e, cs, err) == 0)
-            tern_dpq_push(e->dp, cs, 0); /* the next transport: no attempt spent */
-    } else if (h == TERN_HEAL_RANGE) {
-        tern_cslice_fail(cs, rc, err);
-    }
+    tern_heal_failed(e, cs, rc, err, worker ? TERN_HEAL_SEEN_WORKER : TERN_HEAL_SEEN_SUBMIT);
 }
 
 /* A worker connects for cs.  While it does, other slices of the same peer
@@ -166,8 +140,7 @@ static int route_connect(tern_engine *e, tern_cslice *cs, char *err, size_t errl
     /* A failed attempt starts the peer's backoff before this connect is
      * seen to end: a slice arriving just after it waits that out instead of
      * connecting again (one connect per wave, not per latecomer). */
-    if (rc < 0 && tern_heal_class(rc) == TERN_HEAL_PEER)
-        tern_heal_peer_failed(e, seg, rc, err);
+    tern_heal_connect_failed(e, seg, rc, err);
     pthread_mutex_lock(&seg->park_lock);
     tern_cslice *list = seg->parked;
     seg->parked = NULL;
@@ -267,110 +240,13 @@ static void work_whole(tern_engine *e, tern_cslice *cs)
     free(l.v);
 }
 
-/* Refetch when a failure asked for it; a range refusal is retried only
- * against a newer descriptor.  0: go on routing; else cs was handed on
- * (failed, or queued until the refetch rate limit lets it fetch). */
-/* A slice that timed out is retried only when the peer's daemon answers a
- * probe: a stopped or hung peer answers neither, and retrying it would
- * cost io_timeout_ms per attempt (and as much per refetch).  This bounds
- * the time a stalled peer holds a request (docs/configuration.md, Stalled
- * peers).  0: go on; else cs was failed. */
-static int work_probe(tern_engine *e, tern_cslice *cs)
-{
-    if (!cs->probe)
-        return 0;
-    cs->probe = 0;
-    char why[512] = "", msg[1024];
-    if (tern_segment_alive(&e->segs, cs->seg, cs->failed_ns, why, sizeof why) == 0)
-        return 0;
-    snprintf(msg, sizeof msg, "%s; %s: the peer is stalled or gone (not retried)",
-             cs->s.errmsg[0] ? tern_xport_msg(cs->x, cs->s.errmsg) : "timed out", why);
-    tern_cslice_fail(cs, TERN_ERR_TIMEOUT, msg);
-    return -1;
-}
-
-static int work_heal(tern_engine *e, tern_cslice *cs)
-{
-    char why[768] = "";
-    if (work_probe(e, cs) != 0)
-        return -1;
-    if (cs->refetch || cs->range) {
-        uint64_t later = 0;
-        int rc = tern_segment_refetch(&e->segs, cs->seg, cs->failed_ns, &later, why,
-                                      sizeof why);
-        if (rc == TERN_REFETCH_LATER && cs->range) { /* a fetch after the refusal is needed */
-            tern_dpq_push(e->dp, cs, later);
-            return -1;
-        }
-        cs->refetch = 0; /* LATER: the descriptor is younger than the rate limit: go on */
-        if (rc < 0 && rc != TERN_ERR_CLOSED)
-            tern_log(&e->log, TERN_LOG_DEBUG, "%s", why);
-    }
-    if (cs->range) {
-        cs->range = 0;
-        pthread_rwlock_rdlock(&cs->seg->lock);
-        int newer = cs->seg->desc_gen != cs->desc_gen;
-        int covered = cs->seg->desc &&
-                      tern_segment_find_buffer(cs->seg->desc, cs->s.remote, cs->s.length);
-        unsigned long long gen = (unsigned long long)cs->seg->desc_gen;
-        pthread_rwlock_unlock(&cs->seg->lock);
-        if (!newer || !covered || cs->attempt >= e->cfg->retries) {
-            char msg[768];
-            snprintf(msg, sizeof msg, "%s (not retried: the peer's descriptor, generation %llu, "
-                     "%s)", cs->s.errmsg[0] ? tern_xport_msg(cs->x, cs->s.errmsg)
-                                            : "out of range", gen,
-                     !newer ? "is unchanged" : !covered ? "does not cover it either"
-                                                        : "changed too often");
-            tern_cslice_fail(cs, TERN_ERR_RANGE, msg);
-            return -1;
-        }
-        cs->attempt++; /* the peer re-registered it elsewhere: try the new one */
-        tern_stats_event(e->stats, cs->b->reqs[cs->idx].st, cs->x ? cs->x->index : -1,
-                         TERN_STAT_RETRY);
-    }
-    if (cs->unreach) {
-        cs->unreach = 0;
-        if (fall_back(e, cs, cs->s.errmsg[0] ? tern_xport_msg(cs->x, cs->s.errmsg)
-                                              : "the transport cannot reach the peer") != 0)
-            return -1;
-        cs->s.errmsg[0] = '\0'; /* said of the transport it left */
-    }
-    return 0;
-}
-
-/* Attempts on the peer failed while cs waited (its backoff): each counts
- * as one of cs's attempts too.  0: go on; else cs was failed. */
-static int shared_failures(tern_engine *e, tern_cslice *cs)
-{
-    uint64_t epoch = atomic_load(&cs->seg->fail_epoch);
-    if (epoch <= cs->epoch)
-        return 0;
-    uint64_t missed = epoch - cs->epoch;
-    cs->epoch = epoch;
-    if ((uint64_t)cs->attempt + missed <= (uint64_t)e->cfg->retries) {
-        cs->attempt += (int)missed;
-        cs->refetch = 1;
-        return 0;
-    }
-    char why[256], msg[512];
-    int code = tern_segment_fail_reason(cs->seg, why, sizeof why);
-    snprintf(msg, sizeof msg, "%s (attempts on the peer failed while this slice waited)", why);
-    cs->attempt = e->cfg->retries;
-    tern_cslice_fail(cs, code, msg);
-    return -1;
-}
-
 static void work(tern_engine *e, tern_cslice *cs)
 {
     if (tern_cslice_drop_if_ended(cs))
         return;
-    if (!cs->whole && shared_failures(e, cs) != 0)
-        return;
-    if (cs->whole) {
+    if (cs->whole)
         work_whole(e, cs);
-        return;
-    }
-    if (work_heal(e, cs) == 0)
+    else if (tern_heal_resume(e, cs) == 0) /* what its failure asked for, done */
         tern_dispatch(e, &cs, 1, 1);
 }
 

@@ -110,36 +110,3 @@ int tern_cslice_drop_if_ended(tern_cslice *cs)
     pthread_mutex_unlock(&b->lock);
     return ended;
 }
-
-tern_heal tern_heal_class(int code)
-{
-    switch (code) {
-    case TERN_ERR_CONNECT:
-    case TERN_ERR_CLOSED:
-    case TERN_ERR_IO:
-    case TERN_ERR_TIMEOUT:
-    case TERN_ERR_REFUSED:
-    case TERN_ERR_PROTOCOL:
-        return TERN_HEAL_PEER;
-    case TERN_ERR_RANGE:
-        return TERN_HEAL_RANGE;
-    case TERN_ERR_UNREACHABLE:
-        return TERN_HEAL_FALLBACK;
-    case TERN_ERR_INVAL:
-    case TERN_ERR_AUTH:
-    case TERN_ERR_NO_TRANSPORT:
-    case TERN_ERR_NOT_SUPPORTED:
-    case TERN_ERR_ABI:
-    case TERN_ERR_CANCELED:
-    case TERN_ERR_CONFIG:
-        return TERN_HEAL_FATAL;
-    default: /* DEVICE, NOT_FOUND (no device up), BUSY, NOMEM, ... */
-        return TERN_HEAL_RETRY;
-    }
-}
-
-int tern_heal_drops_endpoint(int code)
-{
-    return code == TERN_ERR_DEVICE || code == TERN_ERR_CONNECT || code == TERN_ERR_CLOSED ||
-           code == TERN_ERR_IO || code == TERN_ERR_TIMEOUT;
-}

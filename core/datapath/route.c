@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
+#include "datapath/heal.h"
 #include "engine/endpoint.h"
 #include "base/util.h"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "base/log.h"
 #include "base/util.h"
 

@@ -1,6 +1,6 @@
-/* core/desc/handshake_desc.c: the handshake descriptor (desc.h): the reference's keys
+/* core/desc/handshake_desc.c: the handshake descriptor (handshake_desc.h): the reference's keys
  * plus the transport's own, bounded per docs/protocol.md, Handshake frames. */
-#include "desc/desc.h"
+#include "desc/handshake_desc.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* core/desc/segment_desc.c: the segment descriptor (desc.h, "Segment
+/* core/desc/segment_desc.c: the segment descriptor (segment_desc.h, "Segment
  * descriptor JSON"): encoding, strict decoding with the failing key named,
  * and the lookups the data path makes in a peer's descriptor. */
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 
 #include <inttypes.h>
 #include <json-c/json.h>

@@ -29,6 +29,7 @@
 #include "engine/endpoint.h"
 #include "peer/addrbook.h"
 #include "control/frames.h"
+#include "desc/handshake_desc.h"
 #include "peer/mooncake_compat.h"
 
 #include <errno.h>

@@ -12,6 +12,7 @@
 #include "control/auth.h"
 #include "engine/engine_state.h"
 #include "control/handshake.h"
+#include "desc/handshake_desc.h"
 #include "base/log.h"
 #include "base/util.h"
 

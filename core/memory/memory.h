@@ -15,6 +15,7 @@
 
 #include "host/cuda.h"
 #include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "tern/tern.h"
 #include "peer/metadata.h"
 #include "plugin/xport.h"

@@ -8,6 +8,7 @@
  * 405, an oversized request 431.  A response is written within SEND_MS,
  * so a client that stops reading holds the thread that long at most. */
 #include "obs/metrics.h"
+#include "obs/metrics_text.h"
 
 #include <errno.h>
 #include <netdb.h>

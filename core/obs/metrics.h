@@ -1,6 +1,6 @@
 /* core/obs/metrics.h: the Prometheus endpoint (config `metrics_listen`): the
  * engine's counter sets (stats.h) in the text exposition format, version
- * 0.0.4 (metrics_text.c), served at /metrics by one thread (metrics.c).
+ * 0.0.4 (metrics_text.h), served at /metrics by one thread (metrics.c).
  * Names and labels: docs/metrics.md. */
 #ifndef TERN_CORE_METRICS_H
 #define TERN_CORE_METRICS_H
@@ -8,10 +8,6 @@
 #include <stddef.h>
 
 #include "obs/stats.h"
-
-/* The exposition text of s (malloc()ed, NUL-terminated, length in *len),
- * or NULL on no memory. */
-char *tern_metrics_render(tern_stats_obj *s, const char *engine_name, size_t *len);
 
 typedef struct tern_metrics tern_metrics;
 

@@ -1,8 +1,8 @@
 /* core/obs/metrics_text.c: the counter sets as Prometheus text exposition
- * format 0.0.4 (see metrics.h).  Each family is written once with every
+ * format 0.0.4 (see metrics_text.h).  Each family is written once with every
  * series of it (the format wants a family's lines together), so the sets
  * are copied first and the families walked second. */
-#include "obs/metrics.h"
+#include "obs/metrics_text.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc/desc.h"
+#include "desc/handshake_desc.h"
+#include "desc/segment_desc.h"
 #include "peer/metadata.h"
 
 /* A Connection request without tern's "transport" key comes from a Mooncake

@@ -23,6 +23,7 @@
 
 #include "config/config.h"
 #include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "peer/metadata.h"
 #include "peer/spread.h"
 #include "tern/tern.h"

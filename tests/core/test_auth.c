@@ -313,7 +313,7 @@ Test(auth_exchange, daemon_without_secret_makes_the_client_fail_clearly)
 #include <sys/wait.h>
 
 #include "../transports/tcp/tcp_wire.h"
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "tern/tern.h"
 
 static char *yaml_with(const char *secret_file)

@@ -11,6 +11,8 @@
 
 #include "peer/addrbook.h"
 #include "desc/desc.h"
+#include "desc/handshake_desc.h"
+#include "desc/segment_desc.h"
 #include "tern/errors.h"
 #include "host/topology.h"
 

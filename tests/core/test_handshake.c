@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "desc/desc.h"
+#include "desc/handshake_desc.h"
 #include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/errors.h"

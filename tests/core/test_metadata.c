@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "control/handshake.h"
 #include "peer/metadata.h"
 #include "stores.h"

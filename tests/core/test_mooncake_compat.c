@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "desc/desc.h"
+#include "desc/handshake_desc.h"
+#include "desc/segment_desc.h"
 #include "peer/mooncake_compat.h"
 #include "desc/mooncake_desc.h"
 #include "tern/errors.h"

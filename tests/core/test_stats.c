@@ -17,6 +17,7 @@
 
 #include "engine.h"
 #include "obs/metrics.h"
+#include "obs/metrics_text.h"
 #include "obs/stats.h"
 #include "base/util.h"
 #include "tern/tern.h"

@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "datapath/route.h"
 #include "host/topology.h"
 

@@ -36,6 +36,7 @@
 #include "../transports/tcp/tcp_mooncake.h"
 #include "../transports/tcp/tcp_wire.h"
 #include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/tern.h"

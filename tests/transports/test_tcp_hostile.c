@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "../transports/tcp/tcp_wire.h"
-#include "desc/desc.h"
+#include "desc/segment_desc.h"
 #include "fd_limit.h"
 #include "tern/tern.h"
 
