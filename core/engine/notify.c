@@ -12,6 +12,7 @@
 
 #include "engine/engine_error.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 typedef struct tern_notification {
     char from[256], name[256];
@@ -176,16 +177,8 @@ static tern_notification pop_locked(struct tern_notes *q)
 
 static void wait_locked(struct tern_notes *q, uint64_t until_ms)
 {
-    uint64_t now = tern_now_ms();
-    uint64_t step = until_ms ? (until_ms > now ? until_ms - now : 0) : 1000;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(step / 1000);
-    ts.tv_nsec += (long)(step % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    uint64_t step = until_ms ? tern_kit_ms_left(until_ms) : 1000;
+    struct timespec ts = tern_kit_deadline_mono((int64_t)step); /* q->cond: monotonic */
     pthread_cond_timedwait(&q->cond, &q->lock, &ts);
 }
 

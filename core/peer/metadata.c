@@ -33,6 +33,7 @@
 #include "plugin/plugin_load.h"
 #include "tern/metastore.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 #define MD_MAX_SEGMENT 255
 #define MD_KEEPALIVE_MS 5000 /* default keep-alive period */
@@ -315,15 +316,8 @@ static void *keepalive_main(void *arg)
             wake = md->pend_at_ms;
         if (now < wake) {
             unsigned gen = md->ka_gen;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            uint64_t ms = wake - now;
-            until.tv_sec += (time_t)(ms / 1000);
-            until.tv_nsec += (long)(ms % 1000) * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            /* ka_cv is a default cond: CLOCK_REALTIME */
+            struct timespec until = tern_kit_deadline((int64_t)(wake - now));
             pthread_cond_timedwait(&md->ka_cv, &md->mu, &until);
             if (gen != md->ka_gen) /* a new period: wait that long from now */
                 next_ka = tern_now_ms() + (uint64_t)md->ka_ms;
@@ -468,14 +462,7 @@ int tern_metadata_publish_wait(tern_metadata *md, int ms)
 {
     if (!md || is_p2p(md))
         return 1;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = tern_kit_deadline(ms); /* ka_cv: CLOCK_REALTIME */
     pthread_mutex_lock(&md->mu);
     int rc = 0;
     while ((md->pend_json || md->pend_busy) && rc != ETIMEDOUT)
