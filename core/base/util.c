@@ -28,6 +28,18 @@ int tern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
+void tern_thread_stop(pthread_t *t, pthread_mutex_t *mu, pthread_cond_t *cv, int *stop,
+                      const int *started)
+{
+    pthread_mutex_lock(mu);
+    *stop = 1;
+    pthread_cond_broadcast(cv);
+    int joins = *started;
+    pthread_mutex_unlock(mu);
+    if (joins)
+        pthread_join(*t, NULL);
+}
+
 /* The kit's clock, so that the core and the plugins read one. */
 uint64_t tern_now_ns(void) { return tern_kit_now_ns(); }
 

@@ -2,6 +2,7 @@
 #ifndef TERN_CORE_UTIL_H
 #define TERN_CORE_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,12 @@ char *tern_strdup(const char *s);
 
 /* Bounded copy that always NUL-terminates; returns strlen(src). */
 size_t tern_strlcpy(char *dst, const char *src, size_t size);
+
+/* Ends a worker thread: sets *stop under mu (where the worker reads it),
+ * wakes cv's waiters so a sleeping worker sees it, and joins *t when
+ * *started (read under mu) says it was created. */
+void tern_thread_stop(pthread_t *t, pthread_mutex_t *mu, pthread_cond_t *cv, int *stop,
+                      const int *started);
 
 /* Full-length socket I/O with a deadline (ms from now; <0 = none).
  * Return 0, TERN_ERR_TIMEOUT, TERN_ERR_CLOSED or TERN_ERR_IO. */

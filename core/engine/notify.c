@@ -93,13 +93,7 @@ void tern_notes_free(struct tern_notes *q)
 {
     if (!q)
         return;
-    pthread_mutex_lock(&q->olock);
-    q->ostop = 1;
-    pthread_cond_broadcast(&q->ocond);
-    int running = q->sender_running;
-    pthread_mutex_unlock(&q->olock);
-    if (running)
-        pthread_join(q->sender, NULL);
+    tern_thread_stop(&q->sender, &q->olock, &q->ocond, &q->ostop, &q->sender_running);
     for (tern_outmsg *m = q->ohead, *n; m; m = n) {
         n = m->next;
         m->done(m->arg, m->note, TERN_ERR_CLOSED, "the engine was destroyed before it was sent");

@@ -162,13 +162,7 @@ void tern_metadata_close(tern_metadata *md)
 {
     if (!md)
         return;
-    pthread_mutex_lock(&md->mu);
-    md->ka_stop = 1;
-    pthread_cond_broadcast(&md->ka_cv);
-    int started = md->ka_started;
-    pthread_mutex_unlock(&md->mu);
-    if (started)
-        pthread_join(md->ka, NULL);
+    tern_thread_stop(&md->ka, &md->mu, &md->ka_cv, &md->ka_stop, &md->ka_started);
     free(md->pub_json);
     free(md->pend_json);
     if (md->ops)
