@@ -28,6 +28,17 @@ int tern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
+void *tern_array_room(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t want = *cap ? *cap * 2 : first;
+    void *nv = realloc(v, want * size);
+    if (nv)
+        *cap = want;
+    return nv;
+}
+
 void tern_thread_stop(pthread_t *t, pthread_mutex_t *mu, pthread_cond_t *cv, int *stop,
                       const int *started)
 {

@@ -27,6 +27,11 @@ char *tern_strdup(const char *s);
 /* Bounded copy that always NUL-terminates; returns strlen(src). */
 size_t tern_strlcpy(char *dst, const char *src, size_t size);
 
+/* Room for one more item in an array of `size`-byte items holding n of
+ * *cap: v itself while n < *cap, else v grown to twice *cap (`first` items
+ * the first time) with *cap updated; NULL when out of memory, v untouched. */
+void *tern_array_room(void *v, size_t n, size_t *cap, size_t size, size_t first);
+
 /* Ends a worker thread: sets *stop under mu (where the worker reads it),
  * wakes cv's waiters so a sleeping worker sees it, and joins *t when
  * *started (read under mu) says it was created. */

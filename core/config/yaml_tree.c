@@ -177,14 +177,10 @@ static ynode *ynode_new(builder *b, int kind, yaml_mark_t m)
 
 static int ynode_push(ynode *p, ynode *kid)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 8;
-        ynode **k = realloc(p->kids, cap * sizeof *k);
-        if (!k)
-            return TERN_ERR_NOMEM;
-        p->kids = k;
-        p->cap = cap;
-    }
+    ynode **k = tern_array_room(p->kids, p->n, &p->cap, sizeof *k, 8);
+    if (!k)
+        return TERN_ERR_NOMEM;
+    p->kids = k;
     p->kids[p->n++] = kid;
     return 0;
 }

@@ -37,11 +37,7 @@ TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
     b->efd = -1;
     b->pending_note = -1;
     pthread_mutex_init(&b->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    tern_kit_cond_init_mono(&b->cond);
     return b;
 }
 

@@ -10,11 +10,7 @@ int tern_dpq_init(struct tern_dp *dp, tern_engine *e)
 {
     dp->e = e;
     pthread_mutex_init(&dp->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&dp->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    int rc = tern_kit_cond_init_mono(&dp->cond);
     return rc ? TERN_ERR_NOMEM : 0;
 }
 

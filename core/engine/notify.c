@@ -70,11 +70,7 @@ struct tern_notes *tern_notes_create(tern_engine *e)
     }
     q->e = e;
     pthread_mutex_init(&q->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    tern_kit_cond_init_mono(&q->cond);
     pthread_mutex_init(&q->olock, NULL);
     pthread_cond_init(&q->ocond, NULL);
     pthread_mutex_init(&q->slock, NULL);

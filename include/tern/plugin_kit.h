@@ -6,7 +6,8 @@
  *    CLOCK_MONOTONIC; the absolute times for pthread_cond_timedwait come on
  *    the condition variable's clock: tern_kit_deadline_mono (a cond made with
  *    pthread_condattr_setclock CLOCK_MONOTONIC), tern_kit_deadline
- *    (CLOCK_REALTIME, a default cond); tern_kit_span_ms is a relative one;
+ *    (CLOCK_REALTIME, a default cond); tern_kit_cond_init_mono makes the
+ *    former kind; tern_kit_span_ms is a relative time;
  *  - options by offset: ONE list of the plugin's YAML keys gives both the
  *    table the core validates and documents (tern_transport.options: type,
  *    range, default, help) and where each value lands in the plugin's own
@@ -31,6 +32,7 @@
 #ifndef TERN_PLUGIN_KIT_H
 #define TERN_PLUGIN_KIT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -112,6 +114,18 @@ static inline struct timespec tern_kit_deadline(int64_t ms)
 static inline struct timespec tern_kit_deadline_mono(int64_t ms)
 {
     return tern_kit_deadline_on(CLOCK_MONOTONIC, ms);
+}
+
+/* A condition variable on CLOCK_MONOTONIC, the one tern_kit_deadline_mono
+ * is for; returns pthread_cond_init's code. */
+static inline int tern_kit_cond_init_mono(pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
 }
 
 /* ms left until `until_ms` (a tern_kit_now_ms time, CLOCK_MONOTONIC);
