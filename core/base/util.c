@@ -39,6 +39,22 @@ void *tern_array_room(void *v, size_t n, size_t *cap, size_t size, size_t first)
     return nv;
 }
 
+size_t tern_upper_bound_u64(const void *items, size_t n, size_t size, size_t key_off,
+                            uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t at;
+        memcpy(&at, (const char *)items + mid * size + key_off, sizeof at);
+        if (at <= key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void tern_thread_stop(pthread_t *t, pthread_mutex_t *mu, pthread_cond_t *cv, int *stop,
                       const int *started)
 {

@@ -32,6 +32,12 @@ size_t tern_strlcpy(char *dst, const char *src, size_t size);
  * the first time) with *cap updated; NULL when out of memory, v untouched. */
 void *tern_array_room(void *v, size_t n, size_t *cap, size_t size, size_t first);
 
+/* In n items of `size` bytes sorted by the uint64_t at `key_off` in each:
+ * the index of the first whose key is > key (n when none), so the item
+ * at index - 1 is the last one starting at or below key. */
+size_t tern_upper_bound_u64(const void *items, size_t n, size_t size, size_t key_off,
+                            uint64_t key);
+
 /* Ends a worker thread: sets *stop under mu (where the worker reads it),
  * wakes cv's waiters so a sleeping worker sees it, and joins *t when
  * *started (read under mu) says it was created. */

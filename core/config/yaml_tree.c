@@ -185,6 +185,14 @@ static int ynode_push(ynode *p, ynode *kid)
     return 0;
 }
 
+/* Why ynode_new failed: past the node limit, or out of memory. */
+static int ynode_new_err(builder *b, yaml_mark_t m)
+{
+    return b->c->nnodes > CFG_MAX_NODES
+               ? builder_err(b, m, "expected at most 65536 values, got %s", "more")
+               : TERN_ERR_NOMEM;
+}
+
 /* Attach a new node under the innermost open list/mapping (or as the root),
  * enforcing scalar keys, unique keys and the size caps.  Takes ownership. */
 static int builder_attach(builder *b, ynode *n, yaml_mark_t m)
@@ -240,9 +248,7 @@ static int builder_open(builder *b, int kind, yaml_mark_t m, const yaml_char_t *
         return builder_err(b, m, "expected at most 8 levels of nesting, got %s", "deeper");
     ynode *n = ynode_new(b, kind, m);
     if (!n)
-        return b->c->nnodes > CFG_MAX_NODES
-                   ? builder_err(b, m, "expected at most 65536 values, got %s", "more")
-                   : TERN_ERR_NOMEM;
+        return ynode_new_err(b, m);
     int rc = builder_attach(b, n, m);
     if (rc)
         return rc;
@@ -264,9 +270,7 @@ static int builder_scalar(builder *b, const yaml_event_t *ev)
         return builder_err(b, m, "expected text, got %s", "a NUL byte");
     ynode *n = ynode_new(b, YN_SCALAR, m);
     if (!n)
-        return b->c->nnodes > CFG_MAX_NODES
-                   ? builder_err(b, m, "expected at most 65536 values, got %s", "more")
-                   : TERN_ERR_NOMEM;
+        return ynode_new_err(b, m);
     n->text = malloc(len + 1);
     if (!n->text) {
         cfg_ynode_free(n);

@@ -258,6 +258,21 @@ static void keepalive_round(tern_metadata *md)
     md->ka_rounds++;
 }
 
+/* Writes *json under key (pub_mu held).  Once written it is what the
+ * keep-alive writes from now on: *json moves into pub_json (set to NULL). */
+static int pub_write_locked(tern_metadata *md, const char *key, const char *name, char **json,
+                            char *perr, size_t perrlen)
+{
+    int rc = store_write(md, key, *json, perr, perrlen);
+    if (rc == 0) {
+        free(md->pub_json);
+        md->pub_json = *json;
+        *json = NULL;
+        tern_strlcpy(md->pub_name, name, sizeof md->pub_name);
+    }
+    return rc;
+}
+
 /* Write the pending descriptor (mu held; released meanwhile).  A failure
  * keeps it pending, tried again after a backoff, unless a newer one or an
  * unpublish came meanwhile. */
@@ -270,15 +285,9 @@ static void pending_write(tern_metadata *md)
     tern_strlcpy(name, md->pend_name, sizeof name);
     pthread_mutex_unlock(&md->mu);
     pthread_mutex_lock(&md->pub_mu);
-    int rc = tern_metadata_key(md, name, key, sizeof key) ? TERN_ERR_INVAL
-                                                          : store_write(md, key, json, perr,
-                                                                        sizeof perr);
-    if (rc == 0) { /* what the keep-alive writes from now on */
-        free(md->pub_json);
-        md->pub_json = json;
-        json = NULL;
-        tern_strlcpy(md->pub_name, name, sizeof md->pub_name);
-    }
+    int rc = tern_metadata_key(md, name, key, sizeof key)
+                 ? TERN_ERR_INVAL
+                 : pub_write_locked(md, key, name, &json, perr, sizeof perr);
     pthread_mutex_unlock(&md->pub_mu);
     pthread_mutex_lock(&md->mu);
     if (rc == 0) {
@@ -407,13 +416,7 @@ static int publish_text(tern_metadata *md, const char *segment, const char *key,
     if (!copy)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata publish: out of memory");
     pthread_mutex_lock(&md->pub_mu);
-    int rc = store_write(md, key, json, perr, sizeof perr);
-    if (rc == 0) { /* what the keep-alive writes from now on */
-        free(md->pub_json);
-        md->pub_json = copy;
-        copy = NULL;
-        tern_strlcpy(md->pub_name, segment, sizeof md->pub_name);
-    }
+    int rc = pub_write_locked(md, key, segment, &copy, perr, sizeof perr);
     pthread_mutex_unlock(&md->pub_mu);
     free(copy);
     if (rc)
