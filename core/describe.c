@@ -171,16 +171,6 @@ static json_object *auth_json(const tern_config *cfg, int *rc, char *err, size_t
     return jstr(msg);
 }
 
-static char *to_text(json_object *o)
-{
-    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                          JSON_C_TO_STRING_SPACED |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
-    char *out = s ? strdup(s) : NULL;
-    json_object_put(o);
-    return out;
-}
-
 static int describe_config(const char *path, unsigned flags, char **json_out, char *err,
                            size_t errlen)
 {
@@ -192,7 +182,7 @@ static int describe_config(const char *path, unsigned flags, char **json_out, ch
         json_object *o = json_object_new_object();
         json_object_object_add(o, "config", tern_config_json(cfg));
         tern_config_free(cfg);
-        *json_out = to_text(o);
+        *json_out = tern_json_to_text(o);
         return *json_out ? 0 : tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     }
     /* loader and plugin lines on stderr (stdout holds the report), in the
@@ -218,7 +208,7 @@ static int describe_config(const char *path, unsigned flags, char **json_out, ch
     tern_plugins_unload(&set);
     tern_logger_fini(&log);
     tern_config_free(cfg);
-    *json_out = to_text(o);
+    *json_out = tern_json_to_text(o);
     if (!*json_out && rc == 0)
         rc = tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     return rc;
@@ -235,7 +225,7 @@ TERN_EXPORT int tern_config_describe(const char *path, unsigned flags, char **js
     if (flags & TERN_DESCRIBE_SCHEMA) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "keys", tern_config_schema_json());
-        *json_out = to_text(o);
+        *json_out = tern_json_to_text(o);
         return *json_out ? 0 : tern_errf(err, errlen, TERN_ERR_NOMEM, "out of memory");
     }
     return describe_config(path, flags, json_out, err, errlen);

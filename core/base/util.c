@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tern/errors.h"
+#include "tern/plugin_kit.h"
 
 int tern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 {
@@ -27,12 +28,47 @@ int tern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
-uint64_t tern_now_ns(void)
+void *tern_array_room(void *v, size_t n, size_t *cap, size_t size, size_t first)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (n < *cap)
+        return v;
+    size_t want = *cap ? *cap * 2 : first;
+    void *nv = realloc(v, want * size);
+    if (nv)
+        *cap = want;
+    return nv;
 }
+
+size_t tern_upper_bound_u64(const void *items, size_t n, size_t size, size_t key_off,
+                            uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t at;
+        memcpy(&at, (const char *)items + mid * size + key_off, sizeof at);
+        if (at <= key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void tern_thread_stop(pthread_t *t, pthread_mutex_t *mu, pthread_cond_t *cv, int *stop,
+                      const int *started)
+{
+    pthread_mutex_lock(mu);
+    *stop = 1;
+    pthread_cond_broadcast(cv);
+    int joins = *started;
+    pthread_mutex_unlock(mu);
+    if (joins)
+        pthread_join(*t, NULL);
+}
+
+/* The kit's clock, so that the core and the plugins read one. */
+uint64_t tern_now_ns(void) { return tern_kit_now_ns(); }
 
 uint64_t tern_now_ms(void) { return tern_now_ns() / 1000000ull; }
 

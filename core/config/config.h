@@ -119,4 +119,8 @@ struct json_object;
 struct json_object *tern_config_json(const tern_config *cfg);
 struct json_object *tern_config_schema_json(void);
 
+/* o as indented text (malloc()ed, NULL on failure); o is put either way.
+ * The one JSON text the configuration and tern_describe give out. */
+char *tern_json_to_text(struct json_object *o);
+
 #endif

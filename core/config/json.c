@@ -77,7 +77,7 @@ static json_object *json_value(const tern_config *cfg, const cfg_key *k)
     }
 }
 
-static char *to_text(json_object *o)
+char *tern_json_to_text(json_object *o)
 {
     const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
                                                           JSON_C_TO_STRING_SPACED |
@@ -122,7 +122,7 @@ json_object *tern_config_json(const tern_config *cfg)
 char *tern_config_to_json(const tern_config *cfg)
 {
     json_object *o = cfg ? tern_config_json(cfg) : NULL;
-    return o ? to_text(o) : NULL;
+    return o ? tern_json_to_text(o) : NULL;
 }
 
 /* ---- the key table ------------------------------------------------------------- */

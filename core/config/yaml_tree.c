@@ -177,16 +177,20 @@ static ynode *ynode_new(builder *b, int kind, yaml_mark_t m)
 
 static int ynode_push(ynode *p, ynode *kid)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 8;
-        ynode **k = realloc(p->kids, cap * sizeof *k);
-        if (!k)
-            return TERN_ERR_NOMEM;
-        p->kids = k;
-        p->cap = cap;
-    }
+    ynode **k = tern_array_room(p->kids, p->n, &p->cap, sizeof *k, 8);
+    if (!k)
+        return TERN_ERR_NOMEM;
+    p->kids = k;
     p->kids[p->n++] = kid;
     return 0;
+}
+
+/* Why ynode_new failed: past the node limit, or out of memory. */
+static int ynode_new_err(builder *b, yaml_mark_t m)
+{
+    return b->c->nnodes > CFG_MAX_NODES
+               ? builder_err(b, m, "expected at most 65536 values, got %s", "more")
+               : TERN_ERR_NOMEM;
 }
 
 /* Attach a new node under the innermost open list/mapping (or as the root),
@@ -244,9 +248,7 @@ static int builder_open(builder *b, int kind, yaml_mark_t m, const yaml_char_t *
         return builder_err(b, m, "expected at most 8 levels of nesting, got %s", "deeper");
     ynode *n = ynode_new(b, kind, m);
     if (!n)
-        return b->c->nnodes > CFG_MAX_NODES
-                   ? builder_err(b, m, "expected at most 65536 values, got %s", "more")
-                   : TERN_ERR_NOMEM;
+        return ynode_new_err(b, m);
     int rc = builder_attach(b, n, m);
     if (rc)
         return rc;
@@ -268,9 +270,7 @@ static int builder_scalar(builder *b, const yaml_event_t *ev)
         return builder_err(b, m, "expected text, got %s", "a NUL byte");
     ynode *n = ynode_new(b, YN_SCALAR, m);
     if (!n)
-        return b->c->nnodes > CFG_MAX_NODES
-                   ? builder_err(b, m, "expected at most 65536 values, got %s", "more")
-                   : TERN_ERR_NOMEM;
+        return ynode_new_err(b, m);
     n->text = malloc(len + 1);
     if (!n->text) {
         cfg_ynode_free(n);

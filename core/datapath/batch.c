@@ -13,6 +13,7 @@
 #include "datapath/dispatch.h"
 #include "engine/engine_error.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
 {
@@ -37,11 +38,7 @@ TERN_EXPORT tern_batch *tern_batch_alloc(tern_engine *e, size_t capacity)
     b->efd = -1;
     b->pending_note = -1;
     pthread_mutex_init(&b->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    tern_kit_cond_init_mono(&b->cond);
     return b;
 }
 
@@ -205,17 +202,9 @@ static uint64_t next_wake_locked(tern_batch *b, uint64_t until, int *pending)
 
 static void wait_until_locked(tern_batch *b, uint64_t ms)
 {
-    uint64_t now = tern_now_ms();
-    uint64_t step = ms && ms > now ? ms - now : 100;
-    step = step > 100 ? 100 : step; /* re-check deadlines at least every 100 ms */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(step / 1000);
-    ts.tv_nsec += (long)(step % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    uint64_t step = ms ? tern_kit_ms_left(ms) : 0;
+    step = !step || step > 100 ? 100 : step; /* re-check deadlines at least every 100 ms */
+    struct timespec ts = tern_kit_deadline_mono((int64_t)step); /* b->cond: monotonic */
     pthread_cond_timedwait(&b->cond, &b->lock, &ts);
 }
 

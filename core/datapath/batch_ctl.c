@@ -17,6 +17,7 @@
 #include "engine/engine_error.h"
 #include "engine/notify.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 TERN_EXPORT int tern_batch_fd(tern_batch *b)
 {
@@ -187,13 +188,7 @@ static void wait_slices(tern_batch *b)
 {
     pthread_mutex_lock(&b->lock);
     while (b->inflight > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = tern_kit_deadline_mono(100); /* b->cond: monotonic */
         pthread_cond_timedwait(&b->cond, &b->lock, &ts);
     }
     pthread_mutex_unlock(&b->lock);

@@ -130,14 +130,10 @@ static uint64_t slice_len(tern_memory *m, const tern_request *r, tern_segment *s
 
 static int list_room(tern_cut_list *l)
 {
-    if (l->n < l->cap)
-        return 0;
-    size_t cap = l->cap ? l->cap * 2 : 64;
-    tern_cslice **nv = realloc(l->v, cap * sizeof *nv);
+    tern_cslice **nv = tern_array_room(l->v, l->n, &l->cap, sizeof *nv, 64);
     if (!nv)
         return TERN_ERR_NOMEM;
     l->v = nv;
-    l->cap = cap;
     return 0;
 }
 

@@ -4,16 +4,13 @@
 #include <time.h>
 
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 int tern_dpq_init(struct tern_dp *dp, tern_engine *e)
 {
     dp->e = e;
     pthread_mutex_init(&dp->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&dp->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    int rc = tern_kit_cond_init_mono(&dp->cond);
     return rc ? TERN_ERR_NOMEM : 0;
 }
 
@@ -86,17 +83,6 @@ void tern_dpq_push(struct tern_dp *dp, tern_cslice *cs, uint64_t due_ms)
     pthread_mutex_unlock(&dp->lock);
 }
 
-static void abstime_in(struct timespec *ts, uint64_t ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(ms / 1000);
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
 {
     uint64_t until = wait_ms < 0 ? UINT64_MAX : tern_now_ms() + (uint64_t)wait_ms;
@@ -126,8 +112,7 @@ tern_cslice *tern_dpq_pop(struct tern_dp *dp, int wait_ms)
             pthread_cond_wait(&dp->cond, &dp->lock);
             continue;
         }
-        struct timespec ts;
-        abstime_in(&ts, wake - now);
+        struct timespec ts = tern_kit_deadline_mono((int64_t)(wake - now));
         pthread_cond_timedwait(&dp->cond, &dp->lock, &ts);
     }
     pthread_mutex_unlock(&dp->lock);

@@ -438,13 +438,8 @@ void tern_stage_stop(struct tern_stage *st)
 {
     if (!st)
         return;
-    pthread_mutex_lock(&st->lock);
-    st->stop = 1;
-    pthread_cond_broadcast(&st->cond);
-    int started = st->started;
-    pthread_mutex_unlock(&st->lock);
-    if (started) /* it ends the copies in flight and the queued slices first */
-        pthread_join(st->thread, NULL);
+    /* the thread ends the copies in flight and the queued slices first */
+    tern_thread_stop(&st->thread, &st->lock, &st->cond, &st->stop, &st->started);
     st->started = 0;
 }
 

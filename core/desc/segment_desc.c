@@ -538,14 +538,8 @@ const tern_buffer_desc *tern_segment_find_buffer(const tern_segment_desc *d, uin
     if (!d || !d->nbuffers || len > UINT64_MAX - addr)
         return NULL;
     /* Last buffer starting at or below addr (buffers are sorted). */
-    size_t lo = 0, hi = d->nbuffers;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->buffers[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = tern_upper_bound_u64(d->buffers, d->nbuffers, sizeof *d->buffers,
+                                     offsetof(tern_buffer_desc, addr), addr);
     if (lo == 0)
         return NULL;
     const tern_buffer_desc *b = &d->buffers[lo - 1];

@@ -43,6 +43,7 @@
 #include "base/log.h"
 #include "engine/peer_check.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 static const char *nic_of(const char *nic_path)
 {
@@ -85,17 +86,6 @@ static void connecting_remove(tern_xport *x, tern_connecting *c)
             *pp = c->next;
             break;
         }
-}
-
-static void deadline_in(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
 }
 
 static int handshake_budget_ms(const tern_engine *e)
@@ -186,8 +176,8 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
 static int active_await_passive(active_ctx *a, void **ep, tern_ep_ref **ref)
 {
     tern_xport *x = a->x;
-    struct timespec until;
-    deadline_in(&until, handshake_budget_ms(x->eng));
+    /* conn_cond is a default cond (tern_xport_init): CLOCK_REALTIME */
+    struct timespec until = tern_kit_deadline(handshake_budget_ms(x->eng));
     pthread_mutex_lock(&x->conn_lock);
     int rc = 0;
     while (!(*ref = tern_epstore_get(x->eps, a->key, ep)) && rc != ETIMEDOUT)

@@ -12,6 +12,7 @@
 
 #include "engine/engine_error.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 typedef struct tern_notification {
     char from[256], name[256];
@@ -69,11 +70,7 @@ struct tern_notes *tern_notes_create(tern_engine *e)
     }
     q->e = e;
     pthread_mutex_init(&q->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    tern_kit_cond_init_mono(&q->cond);
     pthread_mutex_init(&q->olock, NULL);
     pthread_cond_init(&q->ocond, NULL);
     pthread_mutex_init(&q->slock, NULL);
@@ -92,13 +89,7 @@ void tern_notes_free(struct tern_notes *q)
 {
     if (!q)
         return;
-    pthread_mutex_lock(&q->olock);
-    q->ostop = 1;
-    pthread_cond_broadcast(&q->ocond);
-    int running = q->sender_running;
-    pthread_mutex_unlock(&q->olock);
-    if (running)
-        pthread_join(q->sender, NULL);
+    tern_thread_stop(&q->sender, &q->olock, &q->ocond, &q->ostop, &q->sender_running);
     for (tern_outmsg *m = q->ohead, *n; m; m = n) {
         n = m->next;
         m->done(m->arg, m->note, TERN_ERR_CLOSED, "the engine was destroyed before it was sent");
@@ -176,16 +167,8 @@ static tern_notification pop_locked(struct tern_notes *q)
 
 static void wait_locked(struct tern_notes *q, uint64_t until_ms)
 {
-    uint64_t now = tern_now_ms();
-    uint64_t step = until_ms ? (until_ms > now ? until_ms - now : 0) : 1000;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(step / 1000);
-    ts.tv_nsec += (long)(step % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    uint64_t step = until_ms ? tern_kit_ms_left(until_ms) : 1000;
+    struct timespec ts = tern_kit_deadline_mono((int64_t)step); /* q->cond: monotonic */
     pthread_cond_timedwait(&q->cond, &q->lock, &ts);
 }
 

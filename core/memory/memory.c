@@ -17,15 +17,8 @@
 /* Index of the first buffer whose addr > a. */
 static size_t upper_bound(const tern_memory *e, uint64_t a)
 {
-    size_t lo = 0, hi = e->nbufs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (e->bufs[mid].addr <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return tern_upper_bound_u64(e->bufs, e->nbufs, sizeof *e->bufs, offsetof(tern_membuf, addr),
+                                a);
 }
 
 const tern_membuf *tern_memory_find_locked(const tern_memory *e, uint64_t addr)

@@ -50,22 +50,8 @@ struct tern_metrics {
 
 static void send_all(int fd, const char *p, size_t n)
 {
-    uint64_t until = tern_now_ms() + SEND_MS;
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w > 0) {
-            p += w;
-            n -= (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        uint64_t now = tern_now_ms();
-        if (w == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || now >= until)
-            return;
-        struct pollfd pf = {.fd = fd, .events = POLLOUT};
-        poll(&pf, 1, (int)(until - now));
-    }
+    /* a client that does not take the reply within SEND_MS loses the rest */
+    (void)tern_io_write_all(fd, p, n, SEND_MS);
 }
 
 static void reply(int fd, const char *status, const char *type, const char *body, size_t len,

@@ -71,14 +71,9 @@ tern_stat_set *tern_stats_peer(tern_stats_obj *s, const char *name)
         if (!strcmp(s->peers[i]->name, name))
             found = &s->peers[i]->st;
     if (!found && s->npeers < PEERS_MAX) {
-        if (s->npeers == s->cap) {
-            size_t cap = s->cap ? s->cap * 2 : 16;
-            peer_set **v = realloc(s->peers, cap * sizeof *v);
-            if (v) {
-                s->peers = v;
-                s->cap = cap;
-            }
-        }
+        peer_set **v = tern_array_room(s->peers, s->npeers, &s->cap, sizeof *v, 16);
+        if (v)
+            s->peers = v;
         peer_set *p = s->npeers < s->cap ? calloc(1, sizeof *p) : NULL;
         if (p && (p->name = strdup(name))) {
             s->peers[s->npeers++] = p;

@@ -53,13 +53,10 @@ static book_entry *find_locked(tern_addrbook *b, const char *name)
 /* A slot for a new name: appended, or the oldest when full. */
 static book_entry *slot_locked(tern_addrbook *b)
 {
-    if (b->n == b->cap && b->cap < BOOK_MAX) {
-        size_t cap = b->cap ? b->cap * 2 : 8;
-        book_entry *e = realloc(b->e, cap * sizeof *e);
-        if (e) {
+    if (b->cap < BOOK_MAX) {
+        book_entry *e = tern_array_room(b->e, b->n, &b->cap, sizeof *e, 8);
+        if (e)
             b->e = e;
-            b->cap = cap;
-        }
     }
     if (b->n < b->cap)
         return &b->e[b->n++];

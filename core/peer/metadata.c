@@ -33,6 +33,7 @@
 #include "plugin/plugin_load.h"
 #include "tern/metastore.h"
 #include "base/util.h"
+#include "tern/plugin_kit.h"
 
 #define MD_MAX_SEGMENT 255
 #define MD_KEEPALIVE_MS 5000 /* default keep-alive period */
@@ -161,13 +162,7 @@ void tern_metadata_close(tern_metadata *md)
 {
     if (!md)
         return;
-    pthread_mutex_lock(&md->mu);
-    md->ka_stop = 1;
-    pthread_cond_broadcast(&md->ka_cv);
-    int started = md->ka_started;
-    pthread_mutex_unlock(&md->mu);
-    if (started)
-        pthread_join(md->ka, NULL);
+    tern_thread_stop(&md->ka, &md->mu, &md->ka_cv, &md->ka_stop, &md->ka_started);
     free(md->pub_json);
     free(md->pend_json);
     if (md->ops)
@@ -263,6 +258,21 @@ static void keepalive_round(tern_metadata *md)
     md->ka_rounds++;
 }
 
+/* Writes *json under key (pub_mu held).  Once written it is what the
+ * keep-alive writes from now on: *json moves into pub_json (set to NULL). */
+static int pub_write_locked(tern_metadata *md, const char *key, const char *name, char **json,
+                            char *perr, size_t perrlen)
+{
+    int rc = store_write(md, key, *json, perr, perrlen);
+    if (rc == 0) {
+        free(md->pub_json);
+        md->pub_json = *json;
+        *json = NULL;
+        tern_strlcpy(md->pub_name, name, sizeof md->pub_name);
+    }
+    return rc;
+}
+
 /* Write the pending descriptor (mu held; released meanwhile).  A failure
  * keeps it pending, tried again after a backoff, unless a newer one or an
  * unpublish came meanwhile. */
@@ -275,15 +285,9 @@ static void pending_write(tern_metadata *md)
     tern_strlcpy(name, md->pend_name, sizeof name);
     pthread_mutex_unlock(&md->mu);
     pthread_mutex_lock(&md->pub_mu);
-    int rc = tern_metadata_key(md, name, key, sizeof key) ? TERN_ERR_INVAL
-                                                          : store_write(md, key, json, perr,
-                                                                        sizeof perr);
-    if (rc == 0) { /* what the keep-alive writes from now on */
-        free(md->pub_json);
-        md->pub_json = json;
-        json = NULL;
-        tern_strlcpy(md->pub_name, name, sizeof md->pub_name);
-    }
+    int rc = tern_metadata_key(md, name, key, sizeof key)
+                 ? TERN_ERR_INVAL
+                 : pub_write_locked(md, key, name, &json, perr, sizeof perr);
     pthread_mutex_unlock(&md->pub_mu);
     pthread_mutex_lock(&md->mu);
     if (rc == 0) {
@@ -315,15 +319,8 @@ static void *keepalive_main(void *arg)
             wake = md->pend_at_ms;
         if (now < wake) {
             unsigned gen = md->ka_gen;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            uint64_t ms = wake - now;
-            until.tv_sec += (time_t)(ms / 1000);
-            until.tv_nsec += (long)(ms % 1000) * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            /* ka_cv is a default cond: CLOCK_REALTIME */
+            struct timespec until = tern_kit_deadline((int64_t)(wake - now));
             pthread_cond_timedwait(&md->ka_cv, &md->mu, &until);
             if (gen != md->ka_gen) /* a new period: wait that long from now */
                 next_ka = tern_now_ms() + (uint64_t)md->ka_ms;
@@ -419,13 +416,7 @@ static int publish_text(tern_metadata *md, const char *segment, const char *key,
     if (!copy)
         return tern_errf(err, errlen, TERN_ERR_NOMEM, "metadata publish: out of memory");
     pthread_mutex_lock(&md->pub_mu);
-    int rc = store_write(md, key, json, perr, sizeof perr);
-    if (rc == 0) { /* what the keep-alive writes from now on */
-        free(md->pub_json);
-        md->pub_json = copy;
-        copy = NULL;
-        tern_strlcpy(md->pub_name, segment, sizeof md->pub_name);
-    }
+    int rc = pub_write_locked(md, key, segment, &copy, perr, sizeof perr);
     pthread_mutex_unlock(&md->pub_mu);
     free(copy);
     if (rc)
@@ -468,14 +459,7 @@ int tern_metadata_publish_wait(tern_metadata *md, int ms)
 {
     if (!md || is_p2p(md))
         return 1;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = tern_kit_deadline(ms); /* ka_cv: CLOCK_REALTIME */
     pthread_mutex_lock(&md->mu);
     int rc = 0;
     while ((md->pend_json || md->pend_busy) && rc != ETIMEDOUT)

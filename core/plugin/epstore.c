@@ -131,6 +131,20 @@ static void ep_link(tern_epstore *s, ep_entry *e)
     s->size++;
 }
 
+/* Takes e off a list linked newer -> older: the queue (head, tail) or the
+ * detached list (head only, tail NULL). */
+static void ep_list_unlink(ep_entry **head, ep_entry **tail, ep_entry *e)
+{
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        *head = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else if (tail)
+        *tail = e->newer;
+}
+
 static void ep_unlink(tern_epstore *s, ep_entry *e)
 {
     ep_entry **p = &s->buckets[e->hash & s->mask];
@@ -139,14 +153,7 @@ static void ep_unlink(tern_epstore *s, ep_entry *e)
     *p = e->hnext;
     if (s->hand == e)
         s->hand = e->newer;
-    if (e->newer)
-        e->newer->older = e->older;
-    else
-        s->head = e->older;
-    if (e->older)
-        e->older->newer = e->newer;
-    else
-        s->tail = e->newer;
+    ep_list_unlink(&s->head, &s->tail, e);
     e->newer = e->older = NULL;
     s->size--;
 }
@@ -284,12 +291,7 @@ void tern_epstore_release(tern_epstore *s, tern_ep_ref *ref)
         return;
     /* Last reference: the store already let go, so e is on the detached list. */
     pthread_mutex_lock(&s->dlock);
-    if (e->newer)
-        e->newer->older = e->older;
-    else
-        s->detached = e->older;
-    if (e->older)
-        e->older->newer = e->newer;
+    ep_list_unlink(&s->detached, NULL, e); /* the detached list has no tail */
     int last = s->destroyed && !s->detached && !s->doomed;
     pthread_mutex_unlock(&s->dlock);
     ep_close(s, e);
@@ -312,12 +314,7 @@ int tern_epstore_release_deferred(tern_epstore *s, tern_ep_ref *ref)
     if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
         return 0;
     pthread_mutex_lock(&s->dlock);
-    if (e->newer)
-        e->newer->older = e->older;
-    else
-        s->detached = e->older;
-    if (e->older)
-        e->older->newer = e->newer;
+    ep_list_unlink(&s->detached, NULL, e); /* the detached list has no tail */
     e->newer = NULL;
     e->older = s->doomed;
     s->doomed = e;

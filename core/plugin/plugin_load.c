@@ -161,14 +161,10 @@ static int dirlist_add(dirlist *l, const char *dir, size_t len)
     for (size_t i = 0; i < l->n; i++)
         if (strlen(l->d[i]) == len && strncmp(l->d[i], dir, len) == 0)
             return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        char **nd = realloc(l->d, cap * sizeof *nd);
-        if (!nd)
-            return TERN_ERR_NOMEM;
-        l->d = nd;
-        l->cap = cap;
-    }
+    char **nd = tern_array_room(l->d, l->n, &l->cap, sizeof *nd, 8);
+    if (!nd)
+        return TERN_ERR_NOMEM;
+    l->d = nd;
     if (!(l->d[l->n] = strndup(dir, len)))
         return TERN_ERR_NOMEM;
     l->n++;

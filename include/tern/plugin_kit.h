@@ -2,8 +2,12 @@
  *
  *  - TERN_KIT_TRANSPORT_HEAD: the first members of the exported table;
  *  - tern_kit_errf: the message into (err, errlen), the code returned;
- *  - tern_kit_now_ms / _now_us / _now_ns (CLOCK_MONOTONIC) and tern_kit_deadline (an
- *    absolute CLOCK_REALTIME time for pthread_cond_timedwait);
+ *  - clocks: tern_kit_now_ms / _now_us / _now_ns and tern_kit_ms_left read
+ *    CLOCK_MONOTONIC; the absolute times for pthread_cond_timedwait come on
+ *    the condition variable's clock: tern_kit_deadline_mono (a cond made with
+ *    pthread_condattr_setclock CLOCK_MONOTONIC), tern_kit_deadline
+ *    (CLOCK_REALTIME, a default cond); tern_kit_cond_init_mono makes the
+ *    former kind; tern_kit_span_ms is a relative time;
  *  - options by offset: ONE list of the plugin's YAML keys gives both the
  *    table the core validates and documents (tern_transport.options: type,
  *    range, default, help) and where each value lands in the plugin's own
@@ -28,6 +32,7 @@
 #ifndef TERN_PLUGIN_KIT_H
 #define TERN_PLUGIN_KIT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,18 +78,62 @@ static inline uint64_t tern_kit_now_ms(void)
     return tern_kit_now_ns() / 1000000u;
 }
 
-/* ms from now on CLOCK_REALTIME, the clock of a default pthread_cond_t. */
-static inline struct timespec tern_kit_deadline(int64_t ms)
+/* ms as a relative timespec (a futex or nanosleep timeout): whole seconds
+ * and the rest in nanoseconds. */
+static inline struct timespec tern_kit_span_ms(int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    return ts;
+}
+
+/* ms from now on `clock`, as an absolute time for pthread_cond_timedwait:
+ * the clock must be the one the condition variable was made with. */
+static inline struct timespec tern_kit_deadline_on(clockid_t clock, int64_t ms)
+{
+    struct timespec ts, span = tern_kit_span_ms(ms);
+    clock_gettime(clock, &ts);
+    ts.tv_sec += span.tv_sec;
+    ts.tv_nsec += span.tv_nsec;
     if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+/* ms from now on CLOCK_REALTIME, the clock of a default pthread_cond_t
+ * (pthread_cond_init(&c, NULL)). */
+static inline struct timespec tern_kit_deadline(int64_t ms)
+{
+    return tern_kit_deadline_on(CLOCK_REALTIME, ms);
+}
+
+/* ms from now on CLOCK_MONOTONIC, for a pthread_cond_t made with
+ * pthread_condattr_setclock(&attr, CLOCK_MONOTONIC): a wall-clock step
+ * neither shortens nor stretches the wait. */
+static inline struct timespec tern_kit_deadline_mono(int64_t ms)
+{
+    return tern_kit_deadline_on(CLOCK_MONOTONIC, ms);
+}
+
+/* A condition variable on CLOCK_MONOTONIC, the one tern_kit_deadline_mono
+ * is for; returns pthread_cond_init's code. */
+static inline int tern_kit_cond_init_mono(pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
+}
+
+/* ms left until `until_ms` (a tern_kit_now_ms time, CLOCK_MONOTONIC);
+ * 0 once it has passed. */
+static inline uint64_t tern_kit_ms_left(uint64_t until_ms)
+{
+    uint64_t now = tern_kit_now_ms();
+    return until_ms > now ? until_ms - now : 0;
 }
 
 /* ---- options by offset ---------------------------------------------------- */

@@ -141,13 +141,6 @@ static int post_one(estore *s, const char *host, const char *path, const char *r
     return rc;
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* One round over the endpoints, starting with the last good one: 0, or the
  * last error with every endpoint's in all; *electing when one answered 5xx. */
 static int post_round(estore *s, const char *text, const char *path, json_object **resp,
@@ -197,7 +190,7 @@ static int post(estore *s, const char *path, json_object *req, json_object **res
                 size_t errlen)
 {
     const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-    uint64_t end = mono_ms() + (uint64_t)(s->timeout_ms > ETCD_ELECTION_MS ? s->timeout_ms
+    uint64_t end = tern_kit_now_ms() + (uint64_t)(s->timeout_ms > ETCD_ELECTION_MS ? s->timeout_ms
                                                                            : ETCD_ELECTION_MS);
     long nap_ms = 50;
     char all[1024];
@@ -206,12 +199,12 @@ static int post(estore *s, const char *path, json_object *req, json_object **res
         int rc = post_round(s, text, path, resp, &electing, &final, all, sizeof all, err, errlen);
         if (rc == 0 || final)
             return rc; /* done, or refused for good (not worth another endpoint) */
-        if (!electing || mono_ms() + (uint64_t)nap_ms >= end)
+        if (!electing || tern_kit_now_ms() + (uint64_t)nap_ms >= end)
             return tern_kit_errf(err, errlen, rc,
                         "no etcd endpoint answered%s (%s); check that etcd is running with "
                         "--listen-client-urls covering %s and that a majority of its members "
                         "is up", electing ? " while its members were electing a leader" : "", all, s->uri);
-        struct timespec ts = {0, nap_ms * 1000000L};
+        struct timespec ts = tern_kit_span_ms(nap_ms);
         nanosleep(&ts, NULL);
         if (nap_ms < 400)
             nap_ms *= 2;

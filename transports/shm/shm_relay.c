@@ -103,13 +103,6 @@ static uint8_t *data_at(uint8_t *map, uint32_t rings, uint32_t slots, uint32_t s
     return map + data_offset(rings, slots) + ((size_t)ring * slots + i) * slot_size;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -122,7 +115,7 @@ static void cpu_relax(void)
 /* The bell is a futex in a shared file mapping: not FUTEX_PRIVATE. */
 static void bell_wait(_Atomic uint32_t *bell, uint32_t seen, int ms)
 {
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec t = tern_kit_span_ms(ms);
     syscall(SYS_futex, (uint32_t *)bell, FUTEX_WAIT, seen, &t, NULL, 0);
 }
 
@@ -246,7 +239,7 @@ static int wait_done(shm_relay_tx *tx, relay_slot *s, int64_t timeout_ms, char *
         sched_yield();
         if (spins % 1024)
             continue;
-        uint64_t now = now_ns();
+        uint64_t now = tern_kit_now_ns();
         if (!start)
             start = now;
         if (target_gone(tx))
@@ -422,13 +415,13 @@ static void *relay_main(void *arg)
 {
     shm_relay_rx *rx = arg;
     relay_head *h = (relay_head *)rx->map;
-    uint64_t idle_since = now_ns();
+    uint64_t idle_since = tern_kit_now_ns();
     while (!atomic_load(&rx->stop)) {
         if (serve_all(rx)) {
-            idle_since = now_ns();
+            idle_since = tern_kit_now_ns();
             continue;
         }
-        if (now_ns() - idle_since < RELAY_SPIN_NS) {
+        if (tern_kit_now_ns() - idle_since < RELAY_SPIN_NS) {
             sched_yield();
             continue;
         }
@@ -437,7 +430,7 @@ static void *relay_main(void *arg)
         if (!any_posted(rx) && !atomic_load(&rx->stop))
             bell_wait(&h->bell, seen, RELAY_NAP_MS);
         atomic_store(&h->asleep, 0);
-        idle_since = now_ns();
+        idle_since = tern_kit_now_ns();
     }
     atomic_store(&h->gone, 1);
     return NULL;
