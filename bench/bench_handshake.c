@@ -23,6 +23,7 @@
 
 #include "desc/handshake_desc.h"
 #include "control/handshake.h"
+#include "peer/mooncake_compat.h"
 #include "tern/errors.h"
 #include "base/util.h"
 
@@ -35,20 +36,21 @@ static int on_connection(void *arg, int type, const char *json, size_t len, char
     (void)arg;
     (void)type;
     tern_handshake_desc peer, me = {0};
+    tern_mooncake_hs peer_mk, me_mk = {0};
     char err[256];
-    if (tern_handshake_desc_decode(json, len, &peer, err, sizeof err) != 0)
+    if (tern_mooncake_hs_decode(json, len, &peer, &peer_mk, err, sizeof err) != 0)
         snprintf(me.reply_msg, sizeof me.reply_msg, "%s", err);
     else {
         snprintf(me.local_nic_path, sizeof me.local_nic_path, "%s", peer.peer_nic_path);
         snprintf(me.peer_nic_path, sizeof me.peer_nic_path, "%s", peer.local_nic_path);
-        me.nqp = peer.nqp;
-        for (size_t i = 0; i < peer.nqp; i++)
-            me.qp_num[i] = peer.qp_num[i] + 1000;
+        me_mk.nqp = peer_mk.nqp;
+        for (size_t i = 0; i < peer_mk.nqp; i++)
+            me_mk.qp_num[i] = peer_mk.qp_num[i] + 1000;
         tern_handshake_desc_clear(&peer);
     }
     if (work_ms)
         usleep((useconds_t)work_ms * 1000);
-    *reply = tern_handshake_desc_encode(&me);
+    *reply = tern_mooncake_hs_encode(&me, &me_mk);
     *replylen = strlen(*reply);
     return 0;
 }
@@ -139,13 +141,13 @@ static void *client_main(void *arg)
 {
     client *c = arg;
     tern_handshake_desc d = {0};
+    tern_mooncake_hs mk = {.nqp = 2};
     snprintf(d.local_nic_path, sizeof d.local_nic_path, "127.0.0.1:%d@mlx5_0", 30000 + c->idx);
     snprintf(d.peer_nic_path, sizeof d.peer_nic_path, "%s@mlx5_0", c->server);
-    strcpy(d.local_gid, "fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44:55");
-    d.nqp = 2;
-    d.qp_num[0] = (uint32_t)(2 * c->idx);
-    d.qp_num[1] = (uint32_t)(2 * c->idx + 1);
-    char *j = tern_handshake_desc_encode(&d);
+    strcpy(mk.local_gid, "fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44:55");
+    mk.qp_num[0] = (uint32_t)(2 * c->idx);
+    mk.qp_num[1] = (uint32_t)(2 * c->idx + 1);
+    char *j = tern_mooncake_hs_encode(&d, &mk);
     char *reply = NULL;
     size_t rl;
     pthread_barrier_wait(c->go);
@@ -155,8 +157,9 @@ static void *client_main(void *arg)
     c->ns = tern_now_ns() - t0;
     if (!c->rc) {
         tern_handshake_desc peer;
-        if (tern_handshake_desc_decode(reply, rl, &peer, c->err, sizeof c->err) != 0 ||
-            peer.reply_msg[0] || peer.nqp != 2 || peer.qp_num[0] != d.qp_num[0] + 1000)
+        tern_mooncake_hs peer_mk;
+        if (tern_mooncake_hs_decode(reply, rl, &peer, &peer_mk, c->err, sizeof c->err) != 0 ||
+            peer.reply_msg[0] || peer_mk.nqp != 2 || peer_mk.qp_num[0] != mk.qp_num[0] + 1000)
             c->rc = TERN_ERR_PROTOCOL;
         tern_handshake_desc_clear(&peer);
     }

@@ -15,6 +15,8 @@
 #include "host/cuda.h"
 #include "control/auth.h"
 #include "config/config.h"
+#include "config/load.h"
+#include "config/json.h"
 #include "base/log.h"
 #include "plugin/plugin.h"
 #include "tern/tern.h"

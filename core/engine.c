@@ -30,6 +30,7 @@
 #include "engine/notify.h"
 #include "engine/peer_check.h"
 #include "base/util.h"
+#include "config/load.h"
 
 TERN_EXPORT const char *tern_engine_server_name(const tern_engine *e)
 {

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "config/load.h"
+#include "config/option.h"
+#include "config/json.h"
 
 static const char *const choices[] = {"256", "1024", "4096", NULL};
 static const tern_option opts[] = {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "desc/handshake_desc.h"
+#include "peer/mooncake_compat.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
 
@@ -30,9 +31,10 @@ static int handler(void *arg, int type, const char *json, size_t len, char **rep
     (void)arg;
     char err[256];
     tern_handshake_desc hd;
-    if (type == TERN_HS_CONNECTION && tern_handshake_desc_decode(json, len, &hd, err,
-                                                                 sizeof err) == 0) {
-        *reply = tern_handshake_desc_encode(&hd);
+    tern_mooncake_hs mk;
+    if (type == TERN_HS_CONNECTION &&
+        tern_mooncake_hs_decode(json, len, &hd, &mk, err, sizeof err) == 0) {
+        *reply = tern_mooncake_hs_encode(&hd, &mk);
         tern_handshake_desc_clear(&hd);
     } else {
         *reply = strdup("{\"ok\":true}");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "desc/handshake_desc.h"
+#include "peer/mooncake_compat.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
 
@@ -46,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             json + jlen > (const char *)p + len)
             abort();
         tern_handshake_desc hd;
-        if (tern_handshake_desc_decode(json, jlen, &hd, err, sizeof err) == 0)
+        tern_mooncake_hs mk;
+        if (tern_mooncake_hs_decode(json, jlen, &hd, &mk, err, sizeof err) == 0)
             tern_handshake_desc_clear(&hd);
         /* Re-encode what was read: the header must give back jlen + 1. */
         uint8_t *f = NULL;

@@ -1,4 +1,5 @@
-/* core/config/cfg_internal.h: what the files of core/config/ share.
+/* core/config/cfg_internal.h: the types the files of core/config/ share;
+ * each file declares its functions in its own header (x.c: x.h).
  *
  *   yaml_tree.c  YAML text -> a bounded tree of nodes with positions
  *   values.c     value parsers and checks (sizes, integers, host:port, URIs)
@@ -31,7 +32,7 @@
 #define CFG_MAX_TRANSPORTS 32
 #define CFG_MAX_PATH 256           /* key path text */
 
-/* ---- the node tree (yaml_tree.c) ------------------------------------------ */
+/* ---- the node tree (yaml_tree.c) and the reading context ------------------ */
 enum { YN_SCALAR, YN_SEQ, YN_MAP };
 
 typedef struct ynode {
@@ -53,38 +54,9 @@ typedef struct cfgctx {
     size_t nnodes;
 } cfgctx;
 
-void cfg_ynode_free(ynode *n);
-/* Parse c->input into a tree (*root NULL for an empty stream). */
-int cfg_yaml_to_tree(cfgctx *c, ynode **root);
-
-/* One message, "ORIGIN:LINE:COL: PATH: ..." (control characters shown as ?). */
-int cfg_err(cfgctx *c, int line, int col, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 /* Where a mapping member is reported: at its key. */
 #define AT(k) (k)->line, (k)->col
 
-/* What the user wrote, in words: `9000`, `"abc"`, `null`, `a list`. */
-const char *cfg_show(const ynode *n, char *buf, size_t len);
-/* Printable, bounded rendering of user text (len >= 16). */
-const char *cfg_show_text(const char *t, char *buf, size_t len);
-/* "base.key" (or "key" at the root) and "base[i]", truncated to fit. */
-void cfg_path_join(char *dst, size_t len, const char *base, const char *key);
-void cfg_path_index(char *dst, size_t len, const char *base, size_t i);
-
-/* ---- values (values.c) ----------------------------------------------------- */
-int cfg_is_int_text(const char *s);
-int cfg_parse_i64(const char *t, int64_t *out);
-int cfg_parse_bool(const char *t, int *out);
-void cfg_fmt_size(uint64_t v, char *buf, size_t len);          /* 65536 -> "64K" */
-void cfg_fmt_choices(const char *const *names, char *buf, size_t len);
-int cfg_valid_hostport(const char *s, size_t n, int need_port);
-int cfg_valid_metadata(const char *u);
-int cfg_valid_name(const char *s, size_t max);                  /* [A-Za-z0-9._-] */
-/* The closest of `names` within edit distance 2, or NULL. */
-const char *cfg_closest(const char *key, const char *const *names, size_t n);
-/* "expected WHOSE (did you mean X? | ALL), got unknown key K". */
-int cfg_unknown_key(cfgctx *c, const ynode *k, const char *path, const char *whose,
-                    const char *const *names, size_t n, const char *all);
 
 /* ---- the core's keys (schema.c) ----------------------------------------------
  * A core key is a tern_option (the form plugins use) plus what only the core
@@ -115,35 +87,12 @@ typedef struct cfg_key {
                                  from the type, e.g. "integer", "`a` | `b`") */
 } cfg_key;
 
-extern const cfg_key cfg_keys[];
-extern const size_t cfg_nkeys;
-const cfg_key *cfg_key_find(const char *name);
 
-/* ---- the validator (option.c) ---------------------------------------------- */
+/* ---- a checked value (option.c), stored by load.c ------------------------------ */
 typedef struct cfg_value {
     int64_t i;                /* INT, CHOICE (index), BOOL */
     uint64_t u;               /* SIZE */
 } cfg_value;
 
-/* What `o` accepts, in words ("an integer in -1..255"); `k` (NULL for a
- * plugin's option) adds the core's own wording and aliases. */
-void cfg_option_what(const tern_option *o, const cfg_key *k, char *buf, size_t len);
-/* Check node v (the value of key `at`, reported at `at`) against o.  Scalars
- * only; STRING_LIST is checked by cfg_list_check. */
-int cfg_option_check(cfgctx *c, const tern_option *o, const cfg_key *k, const ynode *at,
-                     const ynode *v, const char *path, cfg_value *out);
-/* A list of scalars (null: empty), each passing k->valid. */
-int cfg_list_check(cfgctx *c, const cfg_key *k, const ynode *at, const ynode *v,
-                   const char *path);
-
-/* ---- transports (transports.c) ---------------------------------------------- */
-int cfg_transports_parse(cfgctx *c, tern_config *cfg, const ynode *k, const ynode *v);
-void cfg_transports_free(tern_config *cfg);
-
-/* ---- loading (load.c) --------------------------------------------------------- */
-/* Apply the root mapping of a tree to cfg. */
-int cfg_apply_tree(cfgctx *c, tern_config *cfg, const ynode *root);
-/* Store a checked value of key k (from a tree or the environment). */
-int cfg_key_set(cfgctx *c, tern_config *cfg, const cfg_key *k, const ynode *kn, const ynode *v);
 
 #endif

@@ -1,6 +1,9 @@
-/* core/config/config.h: the engine's YAML configuration (libyaml), validated.
- * Implemented in core/config/ (see config/cfg_internal.h for the parts; the
- * keys are one table in config/schema.c).  Every error names file:line:col,
+/* core/config/config.h: the engine's YAML configuration (libyaml), validated:
+ * its types.  The functions are declared by the header of the file that
+ * implements each (config/load.h: loading and freeing; config/option.h: a
+ * plugin's keys; config/values.h: value parsers; config/json.h: JSON); the
+ * parts are listed in config/cfg_internal.h, the keys are one table in
+ * config/schema.c.  Every error names file:line:col,
  * the key path and what was expected, e.g. "tern.yaml:7:5: transports[1].mtu:
  * expected one of 256, 512, 1024, 2048, 4096, got 9000". */
 #ifndef TERN_CORE_CONFIG_H
@@ -78,49 +81,5 @@ enum {
     TERN_CFG_ENV_PLUGIN_PATH = 1u << 2, /* plugin_path starts with $TERN_PLUGIN_PATH */
     TERN_CFG_ENV_LOG_FORMAT = 1u << 3,  /* log_format from $TERN_LOG_FORMAT */
 };
-
-/* Load from a file or from YAML text; NULL path = $TERN_CONFIG or embedded
- * default.  Environment overrides (TERN_LOG_LEVEL, TERN_PLUGIN_PATH) are
- * applied here.  On error returns TERN_ERR_CONFIG with the message in err. */
-int tern_config_load_file(const char *path, tern_config **out, char *err, size_t errlen);
-int tern_config_load_yaml(const char *yaml, const char *origin, tern_config **out,
-                          char *err, size_t errlen);
-void tern_config_free(tern_config *cfg);
-
-/* Replace server_name (validated like the YAML key). */
-int tern_config_set_server_name(tern_config *cfg, const char *name, char *err, size_t errlen);
-
-/* The embedded default configuration (same text as config/tern.yaml). */
-const char *tern_config_default_yaml(void);
-
-/* Validate transports[idx]'s keys against a plugin's option table. */
-int tern_config_check_options(const tern_config *cfg, size_t idx,
-                              const tern_option *opts, char *err, size_t errlen);
-
-/* Look up a transport key as text (NULL when absent). */
-const tern_cfg_kv *tern_config_transport_key(const tern_config *cfg, size_t idx,
-                                             const char *key);
-
-/* Parse "64K", "1M", "4096" -> bytes; returns 0 or TERN_ERR_INVAL. */
-int tern_parse_size(const char *text, uint64_t *out);
-
-/* A checked option value as an integer, read exactly as the validator read
- * it: decimal ("-3", "010" is ten), a size ("64K", "1MiB", "100B") or a
- * boolean word (1/0).  For the host services that hand values to plugins. */
-int tern_config_parse_int(const char *text, int64_t *out);
-
-/* The resolved configuration as JSON text (malloc()ed), for tern-info. */
-char *tern_config_to_json(const tern_config *cfg);
-
-/* The same as a json-c object, and the key table (key, type, accepts, min,
- * max, choices, default, env, help per key) as a json-c array; the caller
- * owns both (json_object_put). */
-struct json_object;
-struct json_object *tern_config_json(const tern_config *cfg);
-struct json_object *tern_config_schema_json(void);
-
-/* o as indented text (malloc()ed, NULL on failure); o is put either way.
- * The one JSON text the configuration and tern_describe give out. */
-char *tern_json_to_text(struct json_object *o);
 
 #endif

@@ -10,7 +10,9 @@
 
 #include <json-c/json.h>
 
-#include "config/cfg_internal.h"
+#include "config/json.h"
+#include "config/option.h"
+#include "config/schema.h"
 
 static json_object *json_strv(char *const *v, size_t n)
 {

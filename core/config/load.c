@@ -12,7 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/cfg_internal.h"
+#include "config/load.h"
+#include "config/option.h"
+#include "config/schema.h"
+#include "config/transports.h"
+#include "config/yaml_tree.h"
 #include "base/fileio.h"
 #include "base/util.h"
 

@@ -7,7 +7,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config/cfg_internal.h"
+#include "config/option.h"
+#include "config/schema.h"
+#include "config/values.h"
+#include "config/yaml_tree.h"
 
 void cfg_option_what(const tern_option *o, const cfg_key *k, char *buf, size_t len)
 {

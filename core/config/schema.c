@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "config/cfg_internal.h"
+#include "config/schema.h"
+#include "config/values.h"
 
 /* Checks of string values beyond "not empty". */
 static int ok_server_name(const char *s) { return cfg_valid_hostport(s, strlen(s), 1); }

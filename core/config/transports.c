@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/cfg_internal.h"
+#include "config/transports.h"
+#include "config/option.h"
+#include "config/values.h"
+#include "config/yaml_tree.h"
 
 /* ---- transports ------------------------------------------------------------ */
 static void kv_free(tern_cfg_kv *kv)

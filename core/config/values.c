@@ -11,7 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config/cfg_internal.h"
+#include "config/values.h"
+#include "tern/errors.h"
 #include "base/util.h"
 
 int cfg_is_int_text(const char *s)

@@ -17,7 +17,8 @@
 
 #include <yaml.h>
 
-#include "config/cfg_internal.h"
+#include "config/yaml_tree.h"
+#include "config/values.h"
 #include "base/util.h"
 
 void cfg_ynode_free(ynode *n)

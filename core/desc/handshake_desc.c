@@ -1,5 +1,6 @@
-/* core/desc/handshake_desc.c: the handshake descriptor (handshake_desc.h): the reference's keys
- * plus the transport's own, bounded per docs/protocol.md, Handshake frames. */
+/* core/desc/handshake_desc.c: the handshake descriptor (handshake_desc.h): the keys every
+ * transport's body has, plus the transport's own left untyped in fields, bounded per
+ * docs/protocol.md, Handshake frames. */
 #include "desc/handshake_desc.h"
 
 #include <json-c/json.h>
@@ -23,17 +24,8 @@ char *tern_handshake_desc_encode(const tern_handshake_desc *d)
     if (d->transport[0])
         json_object_object_add(root, "transport", json_object_new_string(d->transport));
     json_object_object_add(root, "local_nic_path", json_object_new_string(d->local_nic_path));
-    json_object_object_add(root, "local_lid", json_object_new_uint64(d->local_lid));
-    json_object_object_add(root, "local_gid", json_object_new_string(d->local_gid));
     json_object_object_add(root, "peer_nic_path", json_object_new_string(d->peer_nic_path));
-    size_t nqp = d->nqp < TERN_HS_DESC_MAX_QP ? d->nqp : TERN_HS_DESC_MAX_QP;
-    json_object *qps = json_object_new_array_ext(nqp ? (int)nqp : 1);
-    for (size_t i = 0; i < nqp; i++)
-        json_object_array_add(qps, json_object_new_uint64(d->qp_num[i]));
-    json_object_object_add(root, "qp_num", qps);
     json_object_object_add(root, "reply_msg", json_object_new_string(d->reply_msg));
-    if (d->efa_addr[0])
-        json_object_object_add(root, "efa_addr", json_object_new_string(d->efa_addr));
     char *out = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
     json_object_put(root);
     return out;
@@ -49,7 +41,6 @@ int tern_handshake_desc_decode(const char *json, size_t len, tern_handshake_desc
     int rc = tern_json_parse_object(json, len, &root, err, errlen);
     if (rc)
         return rc;
-    uint64_t lid = 0;
     /* The object goes to transports whole: bound it (docs/protocol.md). */
     if (json_object_object_length(root) > TERN_HS_DESC_MAX_KEYS) {
         int n = json_object_object_length(root);
@@ -69,16 +60,6 @@ int tern_handshake_desc_decode(const char *json, size_t len, tern_handshake_desc
     if (!rc)
         rc = tern_json_get_str(root, "", "peer_nic_path", need, out->peer_nic_path,
                      sizeof out->peer_nic_path, err, errlen);
-    if (!rc)
-        rc = tern_json_get_uint(root, "", "local_lid", UINT16_MAX, 0, &lid, err, errlen);
-    out->local_lid = (uint16_t)lid;
-    if (!rc)
-        rc = tern_json_get_gid(root, "", "local_gid", out->local_gid, sizeof out->local_gid, err, errlen);
-    if (!rc)
-        rc = tern_json_get_uint_array(root, "", "qp_num", UINT32_MAX, NULL, out->qp_num,
-                            TERN_HS_DESC_MAX_QP, &out->nqp, err, errlen);
-    if (!rc)
-        rc = tern_json_get_str(root, "", "efa_addr", 0, out->efa_addr, sizeof out->efa_addr, err, errlen);
     if (rc) {
         json_object_put(root);
         memset(out, 0, sizeof *out);

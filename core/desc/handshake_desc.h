@@ -5,20 +5,16 @@
 
 #include "desc/desc.h"
 
-/* Handshake descriptor: the reference's keys plus the transport's own.
+/* Handshake descriptor: the keys every transport's body has; the rest of
+ * the object (a transport's own keys) stays in fields, untyped.  The
+ * reference's rdma / efa keys are typed by peer/mooncake_compat.h.
  * Limits per key: docs/protocol.md, Handshake frames. */
 #define TERN_HS_DESC_MAX_KEYS 64 /* members of a handshake descriptor object */
-#define TERN_HS_DESC_MAX_QP 64   /* qp_num entries */
 typedef struct tern_handshake_desc {
     char transport[TERN_NAME_MAX];     /* tern's addition: "transport" */
     char local_nic_path[320];
     char peer_nic_path[320];
-    uint16_t local_lid;
-    char local_gid[48];
-    uint32_t qp_num[TERN_HS_DESC_MAX_QP];
-    size_t nqp;
     char reply_msg[512];
-    char efa_addr[512];
     tern_desc *fields;                 /* the whole object, for transports */
 } tern_handshake_desc;
 

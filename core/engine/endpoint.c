@@ -162,7 +162,8 @@ static int active_exchange(active_ctx *a, void *ep, tern_handshake_desc *hd)
     free(req);
     if (rc)
         return tern_errf(a->err, a->errlen, rc, "handshake with %s: %s", a->seg->name, msg);
-    rc = tern_handshake_desc_decode(reply, rlen, hd, msg, sizeof msg);
+    tern_mooncake_hs mk; /* the reference keys' types are checked whatever the transport */
+    rc = tern_mooncake_hs_decode(reply, rlen, hd, &mk, msg, sizeof msg);
     free(reply);
     if (rc)
         return tern_errf(a->err, a->errlen, rc, "handshake with %s: bad reply: %s",
@@ -559,14 +560,15 @@ static char *passive_run(passive_ctx *p)
 char *tern_endpoint_accept(tern_engine *e, const char *json, size_t len)
 {
     tern_handshake_desc hd;
+    tern_mooncake_hs mk; /* the reference keys' types are checked whatever the transport */
     char msg[512] = "";
-    if (tern_handshake_desc_decode(json, len, &hd, msg, sizeof msg) != 0)
+    if (tern_mooncake_hs_decode(json, len, &hd, &mk, msg, sizeof msg) != 0)
         return refusal("bad handshake descriptor: %s", msg);
     passive_ctx p = {.e = e, .hd = &hd};
     char *reply;
     int mooncake = !hd.transport[0];
     if (mooncake) /* a Mooncake peer: docs/protocol.md, Mooncake compatibility */
-        tern_strlcpy(hd.transport, tern_mooncake_infer_transport(&hd), sizeof hd.transport);
+        tern_strlcpy(hd.transport, tern_mooncake_infer_transport(&hd, &mk), sizeof hd.transport);
     if (!(p.x = xport_named(e, hd.transport)))
         reply = refusal("transport '%s' is not loaded on %s", hd.transport[0] ? hd.transport
                                                                               : "(none named)",

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/cfg_internal.h"
+#include "config/option.h"
+#include "config/values.h"
 #include "base/fileio.h"
 #include "base/util.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "control/auth.h"
-#include "config/cfg_internal.h"
+#include "config/values.h"
 #include "host/cuda.h"
 #include "desc/desc.h"
 #include "base/log.h"

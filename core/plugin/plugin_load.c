@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config/cfg_internal.h"
+#include "config/values.h"
 #include "base/fileio.h"
 #include "tern/transport.h"
 #include "base/util.h"

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include "config_harness.h"
+#include "config/load.h"
 
 tern_config *load_ok(const char *yaml)
 {

@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/load.h"
+#include "config/option.h"
+#include "config/values.h"
 #include "config_harness.h"
 #include "base/util.h"
 

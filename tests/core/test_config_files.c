@@ -17,6 +17,7 @@
 
 #include "control/auth.h"
 #include "config/config.h"
+#include "config/load.h"
 #include "base/fileio.h"
 #include "tern/tern.h"
 #include "host/topology.h"

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/load.h"
+#include "config/option.h"
+#include "config/json.h"
 #include "config_harness.h"
 #include "base/util.h"
 

@@ -13,6 +13,10 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/load.h"
+#include "config/option.h"
+#include "config/values.h"
+#include "config/json.h"
 #include "tern/tern.h"
 
 static void clean_env(void)

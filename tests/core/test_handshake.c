@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "desc/handshake_desc.h"
+#include "peer/mooncake_compat.h"
 #include "fd_limit.h"
 #include "control/handshake.h"
 #include "tern/errors.h"
@@ -541,12 +542,10 @@ static void *client_main(void *arg)
 {
     cl *c = arg;
     tern_handshake_desc d = {0};
+    tern_mooncake_hs mk = {.nqp = 2, .qp_num = {1, 2}};
     snprintf(d.local_nic_path, sizeof d.local_nic_path, "client:%d@mlx5_0", c->id);
     strcpy(d.peer_nic_path, "server@mlx5_0");
-    d.nqp = 2;
-    d.qp_num[0] = 1;
-    d.qp_num[1] = 2;
-    char *j = tern_handshake_desc_encode(&d);
+    char *j = tern_mooncake_hs_encode(&d, &mk);
     char *reply = NULL;
     size_t rl;
     c->rc = tern_hs_request(c->name, TERN_HS_CONNECTION, j, strlen(j), &reply, &rl, 0, 10000,

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/load.h"
 #include "desc/desc.h"
 #include "loader_harness.h"
 #include "plugin/plugin.h"

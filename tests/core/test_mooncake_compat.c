@@ -1,7 +1,7 @@
 /* tests/core/test_mooncake_compat.c: Mooncake-shaped segment descriptors read
  * as they are (docs/protocol.md, "Mooncake compatibility"), what tern
- * publishes for a Mooncake reader, the Connection transport inference,
- * and the Mooncake TCP data format's codec. */
+ * publishes for a Mooncake reader, the Connection body's reference keys
+ * and transport inference, and the Mooncake TCP data format's codec. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -239,14 +239,99 @@ Test(mooncake_handshake, connection_transport_inferred)
                      "\"peer_nic_path\":\"10.0.0.2:15002@rxe0\",\"qp_num\":[17,18],"
                      "\"reply_msg\":\"\"}\n";
     tern_handshake_desc hd;
-    cr_assert_eq(tern_handshake_desc_decode(mc, strlen(mc), &hd, err, sizeof err), 0, "%s", err);
-    cr_assert_str_eq(tern_mooncake_infer_transport(&hd), "rdma");
+    tern_mooncake_hs mk;
+    cr_assert_eq(tern_mooncake_hs_decode(mc, strlen(mc), &hd, &mk, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_str_eq(tern_mooncake_infer_transport(&hd, &mk), "rdma");
     tern_handshake_desc_clear(&hd);
     const char *own = "{\"transport\":\"efa\",\"local_nic_path\":\"a@b\",\"peer_nic_path\":"
                       "\"c@d\",\"efa_addr\":\"00ff\"}";
-    cr_assert_eq(tern_handshake_desc_decode(own, strlen(own), &hd, err, sizeof err), 0);
-    cr_assert_str_eq(tern_mooncake_infer_transport(&hd), "efa");
+    cr_assert_eq(tern_mooncake_hs_decode(own, strlen(own), &hd, &mk, err, sizeof err), 0);
+    cr_assert_str_eq(tern_mooncake_infer_transport(&hd, &mk), "efa");
     tern_handshake_desc_clear(&hd);
+    const char *mc_efa = "{\"local_nic_path\":\"a@b\",\"peer_nic_path\":\"c@d\","
+                         "\"efa_addr\":\"00ff\"}";
+    cr_assert_eq(tern_mooncake_hs_decode(mc_efa, strlen(mc_efa), &hd, &mk, err, sizeof err), 0);
+    cr_assert_str_eq(tern_mooncake_infer_transport(&hd, &mk), "efa");
+    tern_handshake_desc_clear(&hd);
+}
+
+#define GID0 "fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44:55"
+
+/* The body's bytes: the transport's own keys first, then the generic and
+ * the reference keys interleaved in Mooncake's order. */
+Test(mooncake_handshake, body_round_trip_in_mooncake_order)
+{
+    tern_handshake_desc h = {0};
+    tern_mooncake_hs mk = {.local_lid = 65535, .nqp = 3, .qp_num = {0, 17, UINT32_MAX}};
+    strcpy(h.transport, "rdma");
+    strcpy(h.local_nic_path, "10.0.0.7:12001@mlx5_0");
+    strcpy(h.peer_nic_path, "10.0.0.8:12001@mlx5_3");
+    strcpy(mk.local_gid, GID0);
+    h.fields = tern_desc_new();
+    tern_desc_set_u64(h.fields, "mtu", 4096);
+    char *json = tern_mooncake_hs_encode(&h, &mk);
+    cr_assert_str_eq(json, "{\"mtu\":4096,\"transport\":\"rdma\",\"local_nic_path\":"
+                           "\"10.0.0.7:12001@mlx5_0\",\"local_lid\":65535,\"local_gid\":\"" GID0
+                           "\",\"peer_nic_path\":\"10.0.0.8:12001@mlx5_3\",\"qp_num\":[0,17,"
+                           "4294967295],\"reply_msg\":\"\"}");
+    tern_handshake_desc g;
+    tern_mooncake_hs gk;
+    cr_assert_eq(tern_mooncake_hs_decode(json, strlen(json), &g, &gk, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_str_eq(g.local_nic_path, h.local_nic_path);
+    cr_assert_str_eq(g.transport, "rdma");
+    cr_assert_eq(gk.local_lid, 65535);
+    cr_assert_str_eq(gk.local_gid, GID0);
+    cr_assert_eq(gk.nqp, 3);
+    cr_assert_eq(gk.qp_num[2], UINT32_MAX);
+    cr_assert_str_eq(gk.efa_addr, "");
+    free(json);
+    strcpy(mk.efa_addr, "00ff");
+    json = tern_mooncake_hs_encode(&h, &mk);
+    cr_assert(strstr(json, "\"reply_msg\":\"\",\"efa_addr\":\"00ff\"}"), "%s", json);
+    free(json);
+    tern_handshake_desc_clear(&h);
+    tern_handshake_desc_clear(&g);
+}
+
+static void hs_refuse(const char *json, const char *want)
+{
+    tern_handshake_desc g;
+    tern_mooncake_hs mk;
+    err[0] = '\0';
+    cr_assert_eq(tern_mooncake_hs_decode(json, strlen(json), &g, &mk, err, sizeof err),
+                 TERN_ERR_PROTOCOL, "accepted: %s", json);
+    cr_assert_null(g.fields);
+    cr_assert_eq(mk.nqp, 0);
+    cr_assert(strstr(err, want), "message \"%s\" lacks \"%s\"", err, want);
+}
+
+#define HS "{\"local_nic_path\":\"a:1@x\",\"peer_nic_path\":\"b:1@y\","
+
+Test(mooncake_handshake, refusals_name_the_key)
+{
+    hs_refuse(HS "\"qp_num\":[1,4294967296]}",
+              "qp_num[1]: expected an unsigned 32-bit integer, got 4294967296");
+    hs_refuse(HS "\"qp_num\":[-1]}", "qp_num[0]: expected an unsigned 32-bit integer, got -1");
+    hs_refuse(HS "\"qp_num\":\"1\"}", "qp_num: expected an array");
+    hs_refuse(HS "\"local_lid\":65536}",
+              "local_lid: expected an unsigned 16-bit integer, got 65536");
+    hs_refuse(HS "\"local_gid\":\"fe:80:00:00:00:00:00:00:02:11:22:ff:fe:33:44\"}",
+              "local_gid: expected 16 bytes as colon-separated hex");
+    hs_refuse(HS "\"local_gid\":\"fe-80-00-00-00-00-00-00-02-11-22-ff-fe-33-44-55\"}",
+              "local_gid: expected 16 bytes");
+    hs_refuse(HS "\"qp_num\":[1,2],\"efa_addr\":5}", "efa_addr: expected a string");
+    /* The generic keys are read first: the same key is named as before. */
+    hs_refuse(HS "\"local_lid\":-1,\"reply_msg\":3}", "reply_msg: expected a string");
+    hs_refuse("{\"peer_nic_path\":\"b:1@y\",\"local_lid\":-1}",
+              "local_nic_path: missing mandatory key");
+    char big[1200];
+    int off = snprintf(big, sizeof big, HS "\"qp_num\":[");
+    for (int i = 0; i < 65; i++)
+        off += snprintf(big + off, sizeof big - (size_t)off, "%s%d", i ? "," : "", i);
+    snprintf(big + off, sizeof big - (size_t)off, "]}");
+    hs_refuse(big, "qp_num: 65 entries, at most 64");
 }
 
 Test(mooncake_wire, header_and_status_layout)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/load.h"
 #include "desc/desc.h"
 #include "plugin/plugin.h"
 #include "rdma_vm_pair.h"
