@@ -626,7 +626,7 @@ class Runner:
         self.bld = env["BLD"]
         self.jobs = env.get("JOBS", "2")
         self.all_targets = None
-        self.configured = False
+        self.objects = None
 
     def log(self, name):
         return os.path.join(self.dir, name)
@@ -641,20 +641,45 @@ class Runner:
                            capture_output=True, text=True).stdout
         self.all_targets = re.findall(r"^\.\.\. (\S+)", h, re.M)
 
-    def targets(self, tests):
-        """Every target but the test programs, and the test programs named
-        (as scripts/mutate.sh builds for its table)."""
+    def owners(self, path):
+        """The targets that compile the source file path (from the object
+        files of the build: <target>.dir/.../<name>.c.o); empty before the
+        first build or for a header."""
+        if self.objects is None:
+            self.objects = {}
+            for d, _, files in os.walk(self.bld):
+                m = re.search(r"/CMakeFiles/([^/]+)\.dir(/.*)?\Z", d)
+                if not m:
+                    continue
+                for f in files:
+                    if f.endswith(".c.o"):
+                        tail = ((m.group(2) or "").lstrip("/") + "/" + f[:-2]).lstrip("/")
+                        tail = tail.replace("__/", "")
+                        self.objects.setdefault(f[:-2], []).append((tail, m.group(1)))
+        return sorted({t for tail, t in self.objects.get(os.path.basename(path), [])
+                       if ("/" + path).endswith("/" + tail)})
+
+    def targets(self, tests, path=None):
+        """What a mutant of path needs built: its tests' programs (each
+        brings what it loads or starts at run time: its dependencies in
+        tests/) and the targets that compile path.  For a header, a test
+        that is no program of its own (a script, python_*) or the unmutated
+        tree: every target but the test programs as well, as
+        scripts/mutate.sh builds for its table."""
+        progs = [x for x in tests if x in self.all_targets]
+        own = self.owners(path) if path and path.endswith(".c") else []
+        if own and len(progs) == len(tests):
+            return sorted(set(progs + own))
         skip = re.compile(r"(all|clean|depend|edit_cache|install.*|list_install_components|"
                           r"rebuild_cache|test)\Z")
         t = [x for x in self.all_targets
              if not skip.match(x) and not re.match(r"test_|.*_vm_|.*\.(o|i|s)\Z", x)]
-        t += [x for x in tests if x in self.all_targets]
-        return sorted(set(t))
+        return sorted(set(t + progs))
 
-    def build(self, tests, logname="build.log"):
+    def build(self, tests, path=None, logname="build.log"):
         with open(self.log(logname), "w") as lf:
             r = subprocess.run(["cmake", "--build", self.bld, "-j", str(self.jobs), "--target"]
-                               + self.targets(tests), stdout=lf, stderr=subprocess.STDOUT)
+                               + self.targets(tests, path), stdout=lf, stderr=subprocess.STDOUT)
         return r.returncode == 0
 
     def run_test(self, name, limit, logname):
@@ -732,7 +757,7 @@ def run(root, base):
         else:
             todo.append(m)
     for m in untested:
-        print(show(m, "NO TEST  "), " (its map row's tests are not in this build)")
+        print(show(m, "NO TEST  ") + "\n    (the tests of its map row are not in this build)")
     needed = sorted({t for m in todo for t in m["tests"]})
     results = {"killed": [], "timeout": [], "survived": [], "notbuilt": []}
     if todo:
@@ -769,7 +794,7 @@ def run(root, base):
         for m in ordered:
             avg_build = sum(builds) / len(builds) if builds else 30.0
             est = avg_build + sum(base_s[t] for t in m["tests"])
-            if time.time() - t_start + est + avg_build > budget:  # + the final rebuild
+            if time.time() - t_start + est > budget:
                 skipped += 1
                 continue
             sampled += 1
@@ -781,7 +806,7 @@ def run(root, base):
                 with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
                     f.write("\n".join(lines))
                 t0 = time.time()
-                ok = R.build(m["tests"])
+                ok = R.build(m["tests"], m["file"])
                 builds.append(time.time() - t0)
                 if not ok:
                     shutil.copy(R.log("build.log"), R.log("build-m%d.log" % m["id"]))
@@ -807,9 +832,8 @@ def run(root, base):
             finally:
                 with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
                     f.write(orig)
-        if not R.build(needed):
-            print("mutate: rebuilding the restored tree failed (see %s)" % R.log("build.log"),
-                  file=sys.stderr)
+        # (the restored files are newer than their objects: the next run's
+        # build, incremental, rebuilds them; nothing to do here)
         if skipped:
             print("mutate: sampled %d of %d mutants to fit MUTATE_BUDGET_S=%.0f (seed %d, "
                   "MUTATE_SEED=n for another sample; every changed line first once)"
@@ -833,6 +857,7 @@ def run(root, base):
 
 
 def main(argv):
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows as it happens
     if len(argv) == 3 and argv[0] == "check":
         return check(argv[1], argv[2])
     if len(argv) == 3 and argv[0] == "gen":
