@@ -744,8 +744,9 @@ def run(root, base):
     equiv = {tuple(e["key"]): e for e in read_equiv(root)[0]}
     changes, mutants = generate(root, base)
     nlines = sum(len(set(v)) for v in changes.values())
-    print("mutate --diff %s: %d mutants on %d changed lines of %d C files"
-          % (base, len(mutants), nlines, len(changes)))
+    print("mutate --diff %s: %d mutants on %d changed lines of %d C files "
+          "(MUTATE_BUDGET_S=%.0f, MUTATE_SEED=%d)"
+          % (base, len(mutants), nlines, len(changes), budget, seed))
     equivalent, todo, untested = [], [], []
     for m in mutants:
         row = tests_for(rows, m["file"])
@@ -757,7 +758,7 @@ def run(root, base):
         else:
             todo.append(m)
     for m in untested:
-        print(show(m, "NO TEST  ") + "\n    (the tests of its map row are not in this build)")
+        print(show(m, "NO TEST") + "\n    (the tests of its map row are not in this build)")
     needed = sorted({t for m in todo for t in m["tests"]})
     results = {"killed": [], "timeout": [], "survived": [], "notbuilt": []}
     if todo:
@@ -824,7 +825,7 @@ def run(root, base):
                 m["secs"] = time.time() - t0
                 results[verdict].append(m)
                 if verdict == "survived":
-                    print(show(m, "SURVIVED ") + "\n    (%s passed)" % ", ".join(m["tests"]))
+                    print(show(m, "SURVIVED") + "\n    (%s passed)" % ", ".join(m["tests"]))
                 else:
                     print("%-9s%s:%d %s: %s%s (%.0fs)" % (
                         "killed", m["file"], m["line"], m["op"], by,
@@ -846,7 +847,7 @@ def run(root, base):
         print("\nmutate: %d surviving (kill each with a test, or list it with its reason in %s):"
               % (len(surv), EQUIV))
         for m in surv:
-            print(show(m, "SURVIVED "))
+            print(show(m, "SURVIVED"))
     k = len(results["killed"]) + len(results["timeout"])
     print("mutate --diff: %d generated, %d killed%s, %d equivalent, %d surviving, %d not built, "
           "in %.0f s" % (len(mutants), k,
