@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all build deps run test install clean mutate charts
+.PHONY: all build deps run test install clean mutate mutate-diff charts
 
 all: build
 
@@ -80,3 +80,11 @@ test-asan: deps
 MUTATE_SET ?= all
 mutate:
 	MUTATE_SET=$(MUTATE_SET) JOBS=$(JOBS) ./scripts/mutate.sh
+
+# Mutants of a change (docs/testing.md): every line `git diff BASE` adds or
+# modifies in the C sources, mutated, each mutant against the tests
+# scripts/mutate-map.txt names for its file, in MUTATE_BUDGET_S (900 s).
+.PHONY: mutate-diff
+mutate-diff:
+	@test -n "$(BASE)" || { echo "usage: make mutate-diff BASE=<commit>" >&2; exit 2; }
+	JOBS=$(JOBS) ./scripts/mutate.sh --diff "$(BASE)"

@@ -26,6 +26,22 @@
 #   MUTATE_LIST=1        print the table and exit
 #   JOBS=n               build parallelism (default 2)
 #
+#        scripts/mutate.sh --diff BASE
+# Mutants generated on every line that `git diff BASE` adds or modifies in
+# the C sources (operators swapped, boundaries shifted, constants and units
+# changed, conditions negated, statements dropped, early returns), each
+# built in the same scratch copy and run against the tests that
+# scripts/mutate-map.txt names for its file.  A survivor is printed with
+# its line; one no test can tell from the real code is listed, with the
+# reason, in scripts/mutants-equivalent.txt.  Exit status 1 when any mutant
+# survives.  scripts/mutate-diff.py does the work; docs/testing.md says how
+# to run it and read it.
+#   MUTATE_BUDGET_S=s    time for the whole run (default 900): when the
+#                        mutants do not fit, a seeded sample is run
+#   MUTATE_SEED=n        the sample's seed (default 1)
+#   MUTATE_TIMEOUT_S=s   each test's limit (default 3x its baseline + 10 s,
+#                        at least 30 s); a test past it kills the mutant
+#
 # The whole script is one { } group: bash parses it before running it, so
 # editing this file (the table) while a run is going does not derail that run.
 {
@@ -230,6 +246,18 @@ sync_tree() {
     done
     rm -rf "$stage"
 }
+
+# ---- --diff BASE: mutants of a change ---------------------------------------------
+if [ "${1:-}" = --diff ]; then
+    [ $# -eq 2 ] || die "usage: scripts/mutate.sh --diff BASE"
+    git -C "$ROOT" rev-parse --verify -q "$2^{commit}" >/dev/null || die "--diff: $2 is no commit"
+    PY=/usr/bin/python3
+    [ -x "$PY" ] || PY=python3
+    mkdir -p "$DIR" || die "cannot create $DIR"
+    sync_tree
+    DIR=$DIR SRC=$SRC BLD=$BLD JOBS=$JOBS "$PY" "$ROOT/scripts/mutate-diff.py" run "$ROOT" "$2"
+    exit $?
+fi
 
 # What a run needs built: every target except the test programs, plus the
 # test programs named (a core change then relinks those, not all of them;

@@ -326,6 +326,66 @@ Test(etcd, down_store_fails_clearly_in_time, .timeout = 60)
     close(bh);
 }
 
+/* A cluster none of whose members is up (every one refuses): no member is
+ * electing, so the store is down and the open fails at once, not after the
+ * election wait, and does not say a leader is being elected. */
+Test(etcd, cluster_all_refused_fails_at_once_not_electing, .timeout = 60)
+{
+    char uri[96];
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d,127.0.0.1:%d", test_free_port(),
+             test_free_port());
+    tern_config c = test_md_config(uri, "t", 800);
+    tern_metadata *md = NULL;
+    uint64_t t0 = tern_now_ms();
+    int rc = tern_metadata_open(&c, &md, err, sizeof err);
+    cr_assert_eq(rc, TERN_ERR_CONNECT, "%s: %s", tern_strerror(rc), err);
+    cr_assert(strstr(err, "etcd is running") && !strstr(err, "electing"), "%s", err);
+    cr_assert_lt(tern_now_ms() - t0, IN_TIME_MS);
+}
+
+/* A member that answers every request "503, leader changed", as etcd does
+ * while its members elect a leader; closed by shutting its socket down. */
+static void *answer_503(void *arg)
+{
+    int lfd = *(int *)arg;
+    static const char body[] = "{\"message\":\"etcdserver: leader changed\"}";
+    char buf[4096], head[256];
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        ssize_t n = recv(fd, buf, sizeof buf, 0); /* the request: small, one read */
+        (void)n;
+        int hl = snprintf(head, sizeof head,
+                          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json"
+                          "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                          sizeof body - 1);
+        if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl)
+            send(fd, body, sizeof body - 1, MSG_NOSIGNAL);
+        close(fd);
+    }
+}
+
+/* A 5xx answer is an election: the open is retried for the election wait
+ * (not failed at once) and, when no leader comes, says so. */
+Test(etcd, answer_5xx_is_waited_for_as_an_election, .timeout = 60)
+{
+    int port;
+    int lfd = black_hole(&port);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, answer_503, &lfd), 0);
+    char uri[64];
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d", port);
+    tern_config c = test_md_config(uri, "t", 800);
+    tern_metadata *md = NULL;
+    int rc = tern_metadata_open(&c, &md, err, sizeof err);
+    shutdown(lfd, SHUT_RDWR);
+    pthread_join(th, NULL);
+    close(lfd);
+    cr_assert_neq(rc, 0, "opened against a store that only answers 503");
+    cr_assert(strstr(err, "electing a leader"), "%s", err);
+}
+
 /* A cluster whose members hold requests past the timeout (electing, here a
  * listener that never answers) and refuse (the member not up yet): the
  * open is retried rather than failed at once, and succeeds once a member
