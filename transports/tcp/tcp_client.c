@@ -1007,13 +1007,9 @@ static int lone_pending(const tcp_conn *c, const lone_req *l)
 static void conn_await(tcp_ctx *ctx, const lone_req *l)
 {
     tcp_conn *c = l->c;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec +
-                  (int64_t)ctx->opt_reply_wait_us * 1000;
+    int64_t end = (int64_t)tern_kit_now_ns() + (int64_t)ctx->opt_reply_wait_us * 1000;
     for (int over = 0; !over;) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int64_t left = end - ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec);
+        int64_t left = end - (int64_t)tern_kit_now_ns();
         struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
         struct pollfd pf = {l->fd, POLLIN, 0};
         int k = left > 0 ? ctx->sys.ppoll(&pf, 1, &ts, NULL) : 0;

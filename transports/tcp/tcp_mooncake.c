@@ -14,6 +14,7 @@
  * (a WRITE's payload is not read; the connection closes). */
 #define _GNU_SOURCE
 #include "tcp_mooncake.h"
+#include "tern/plugin_kit.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -103,10 +104,7 @@ static int below_floor(const io_guard *g, uint64_t t0, uint64_t done)
 {
     if (!g || !g->floor || !g->h->min_rate || g->h->window_ms <= 0)
         return 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    uint64_t ms = now - t0;
+    uint64_t ms = tern_kit_now_ms() - t0;
     return ms >= (uint64_t)g->h->window_ms && done * 1000u < g->h->min_rate * ms;
 }
 
@@ -115,9 +113,7 @@ static int io_full_g(int fd, int stopfd, void *buf, uint64_t len, int out, int t
 {
     uint8_t *p = buf;
     uint64_t done = 0;
-    struct timespec ts0;
-    clock_gettime(CLOCK_MONOTONIC, &ts0);
-    uint64_t t0 = (uint64_t)ts0.tv_sec * 1000u + (uint64_t)ts0.tv_nsec / 1000000u;
+    uint64_t t0 = tern_kit_now_ms();
     while (done < len) {
         if (below_floor(g, t0, done))
             return TERN_ERR_TIMEOUT; /* a trickle keeps neither the thread nor the pin */
@@ -382,15 +378,8 @@ static void srv_make_room(tcp_mc_server *s)
             old->evicted = 1;
             shutdown(old->fd, SHUT_RDWR);
         }
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
         int ms = s->h.io_timeout_ms > 0 ? s->h.io_timeout_ms : 5000;
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = tern_kit_deadline_mono(ms); /* s->cv is monotonic */
         while (s->nconn >= s->h.max_conns && !s->stopping &&
                pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
             ;
@@ -464,11 +453,7 @@ int tcp_mc_server_start(const tcp_mc_hooks *h, const char *bind_host, int port,
     s->lfd = -1;
     s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca; /* srv_make_room waits against the monotonic clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    tern_kit_cond_init_mono(&s->cv); /* srv_make_room waits against the monotonic clock */
     int rc = s->stopfd < 0 ? TERN_ERR_IO : srv_listen(s, bind_host, port, err, errlen);
     if (!rc && pthread_create(&s->acceptor, NULL, srv_accept_main, s) != 0)
         rc = TERN_ERR_IO;
