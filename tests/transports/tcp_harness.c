@@ -27,7 +27,7 @@
 static void *g_dl;
 const tern_transport *T;
 
-static void h_complete(void *host, tern_slice *s)
+void inst_complete(void *host, tern_slice *s)
 {
     inst *in = host;
     pthread_mutex_lock(&in->cq_mu);
@@ -79,7 +79,7 @@ static void *start_va(inst *in, const char *k0, ...)
 {
     va_list ap;
     va_start(ap, k0);
-    void *ctx = plugin_host_start(&in->ph, T, 3000, h_complete, k0, ap);
+    void *ctx = plugin_host_start(&in->ph, T, 3000, inst_complete, k0, ap);
     va_end(ap);
     return ctx;
 }
@@ -96,7 +96,7 @@ inst *inst_new(const char *k0, ...)
     pthread_cond_init(&in->cq_cv, NULL);
     va_list ap;
     va_start(ap, k0);
-    in->ctx = plugin_host_start(&in->ph, T, 3000, h_complete, k0, ap);
+    in->ctx = plugin_host_start(&in->ph, T, 3000, inst_complete, k0, ap);
     va_end(ap);
     return in;
 }

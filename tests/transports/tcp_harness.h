@@ -43,6 +43,8 @@ typedef struct region {
 #define GUARD 8192
 
 /* Up to max completed slices, waiting up to tmo_ms for the first. */
+/* The host's complete(): queues s on the instance (host) for inst_poll. */
+void inst_complete(void *host, tern_slice *s);
 int inst_poll(inst *in, tern_slice **done, int max, int tmo_ms);
 void load_plugin(void);
 void unload_plugin(void);

@@ -141,16 +141,6 @@ static const tcp_sys faulty_sys = {
 
 /* ---- instances ------------------------------------------------------------- */
 
-static void h_complete(void *host, tern_slice *s)
-{
-    inst *in = host;
-    pthread_mutex_lock(&in->cq_mu);
-    if (in->ncq < 4096)
-        in->cq[in->ncq++] = s;
-    pthread_cond_broadcast(&in->cq_cv);
-    pthread_mutex_unlock(&in->cq_mu);
-}
-
 static int faulty_init(const tern_host_services *host, void **out, char *err, size_t errlen)
 {
     return tcp_init_sys(&faulty_sys, host, out, err, errlen);
@@ -160,7 +150,7 @@ static void *host_start(plugin_host *h, const tern_transport *t, int io_timeout_
 {
     va_list ap;
     va_start(ap, io_timeout_ms);
-    void *ctx = plugin_host_start(h, t, io_timeout_ms, h_complete, NULL, ap);
+    void *ctx = plugin_host_start(h, t, io_timeout_ms, inst_complete, NULL, ap);
     va_end(ap);
     return ctx;
 }
